@@ -1,0 +1,59 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/slotmover/slotmover/slots"
+)
+
+func TestClusterForms(t *testing.T) {
+	ctx := context.Background()
+	c := ClusterT(t, []string{"0-5460", "5461-10922", "10923-16383", ""}, Options{})
+	cc := c.Client()
+	defer cc.Close()
+	for i := 0; i < 200; i++ {
+		if err := cc.Set(ctx, fmt.Sprint("k", i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each key must sit on the master that owns its slot, per our own slot math.
+	var owner []*slots.Set
+	for _, spec := range []string{"0-5460", "5461-10922", "10923-16383"} {
+		set, err := slots.Parse(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		owner = append(owner, set)
+	}
+	for n, s := range c.Nodes[:3] {
+		cl := s.Client()
+		keys, err := cl.Keys(ctx, "*").Result()
+		cl.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			if !owner[n].Contains(slots.ForString(k)) {
+				t.Errorf("key %q on node %d, outside its slots", k, n)
+			}
+			cl := s.Client()
+			got, _ := cl.ClusterKeySlot(ctx, k).Result()
+			cl.Close()
+			if uint16(got) != slots.ForString(k) {
+				t.Errorf("slot of %q: redis %d, ours %d", k, got, slots.ForString(k))
+			}
+		}
+	}
+	pids := []int{}
+	for _, s := range c.Nodes {
+		pids = append(pids, s.PID)
+	}
+	c.Stop()
+	for i, s := range c.Nodes {
+		if s.Alive() {
+			t.Errorf("node pid %d still alive after Stop", pids[i])
+		}
+	}
+}

@@ -1,0 +1,214 @@
+// Package harness starts real redis-server processes on free loopback ports,
+// forms them into clusters, and stops them by PID. Integration tests, the
+// benchmark and the demo all use it.
+package harness
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ServerBin is the redis-server binary the harness starts. SLOTMOVER_REDIS_SERVER overrides it.
+var ServerBin = envOr("SLOTMOVER_REDIS_SERVER", "redis-server")
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// Options say how to start one server.
+type Options struct {
+	Cluster bool
+	// Config holds extra redis.conf directives, one per entry ("maxmemory 100mb").
+	Config []string
+}
+
+// Server is one running redis-server process.
+type Server struct {
+	Addr string // 127.0.0.1:port
+	Port int
+	Dir  string // its working directory (dump.rdb, nodes.conf, log)
+	PID  int
+
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// StartServer starts a redis-server in a new directory under dir and waits
+// until it answers PING. Ports are picked free; a lost race for a port is retried.
+func StartServer(ctx context.Context, dir string, opts Options) (*Server, error) {
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		port, err := freePort(opts.Cluster)
+		if err != nil {
+			return nil, err
+		}
+		s, err := startOn(ctx, dir, port, opts)
+		if err == nil {
+			return s, nil
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+func startOn(ctx context.Context, dir string, port int, opts Options) (*Server, error) {
+	sdir := filepath.Join(dir, "redis-"+strconv.Itoa(port))
+	if err := os.MkdirAll(sdir, 0o755); err != nil {
+		return nil, err
+	}
+	conf := []string{
+		"bind 127.0.0.1",
+		"port " + strconv.Itoa(port),
+		"dir " + sdir,
+		"save \"\"",
+		"appendonly no",
+		"daemonize no",
+		"logfile " + filepath.Join(sdir, "redis.log"),
+		"enable-debug-command yes",
+		"protected-mode no",
+	}
+	if opts.Cluster {
+		conf = append(conf,
+			"cluster-enabled yes",
+			"cluster-config-file nodes.conf",
+			"cluster-node-timeout 5000",
+			"cluster-require-full-coverage yes",
+			"cluster-allow-replica-migration no",
+		)
+	}
+	conf = append(conf, opts.Config...)
+	confPath := filepath.Join(sdir, "redis.conf")
+	if err := os.WriteFile(confPath, []byte(strings.Join(conf, "\n")+"\n"), 0o644); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(ServerBin, confPath)
+	cmd.Dir = sdir
+	// The server must not outlive a test binary that crashes.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", ServerBin, err)
+	}
+	s := &Server{
+		Addr:   "127.0.0.1:" + strconv.Itoa(port),
+		Port:   port,
+		Dir:    sdir,
+		PID:    cmd.Process.Pid,
+		cmd:    cmd,
+		exited: make(chan struct{}),
+	}
+	go func() { cmd.Wait(); close(s.exited) }()
+
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if err := c.Ping(ctx).Err(); err == nil {
+			return s, nil
+		}
+		select {
+		case <-s.exited:
+			return nil, fmt.Errorf("redis-server on port %d exited at start: %s", port, s.LogTail(5))
+		case <-ctx.Done():
+			s.Stop()
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.Stop()
+			return nil, fmt.Errorf("redis-server on port %d did not answer PING within 10s: %s", port, s.LogTail(5))
+		}
+	}
+}
+
+// Client returns a new single-node client for the server; the caller closes it.
+func (s *Server) Client() *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, ReadTimeout: 30 * time.Second})
+}
+
+// Stop ends the process by PID: SIGTERM, then SIGKILL if it lingers.
+func (s *Server) Stop() {
+	if s == nil || s.cmd == nil {
+		return
+	}
+	select {
+	case <-s.exited:
+		return
+	default:
+	}
+	_ = syscall.Kill(s.PID, syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(3 * time.Second):
+		_ = syscall.Kill(s.PID, syscall.SIGKILL)
+		<-s.exited
+	}
+}
+
+// Alive reports whether the process is still running.
+func (s *Server) Alive() bool {
+	select {
+	case <-s.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// LogTail returns the last n lines of the server's log, for error messages.
+func (s *Server) LogTail(n int) string {
+	f, err := os.Open(filepath.Join(s.Dir, "redis.log"))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, " | ")
+}
+
+// freePort finds a loopback port that is free; in cluster mode the bus port
+// (port+10000) must be free too.
+func freePort(cluster bool) (int, error) {
+	for i := 0; i < 50; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !cluster {
+			return port, nil
+		}
+		if port+10000 > 65535 {
+			continue
+		}
+		bl, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000))
+		if err != nil {
+			continue
+		}
+		bl.Close()
+		return port, nil
+	}
+	return 0, errors.New("no free loopback port pair found")
+}

@@ -1,0 +1,28 @@
+package harness
+
+import (
+	"context"
+	"testing"
+)
+
+// Server starts a standalone server for a test and stops it at cleanup.
+func ServerT(t testing.TB, opts Options) *Server {
+	t.Helper()
+	s, err := StartServer(context.Background(), t.TempDir(), opts)
+	if err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// ClusterT starts a cluster for a test (see StartCluster) and stops it at cleanup.
+func ClusterT(t testing.TB, specs []string, opts Options) *Cluster {
+	t.Helper()
+	c, err := StartCluster(context.Background(), t.TempDir(), specs, opts)
+	if err != nil {
+		t.Fatalf("start cluster: %v", err)
+	}
+	t.Cleanup(c.Stop)
+	return c
+}
