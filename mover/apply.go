@@ -1,0 +1,311 @@
+package mover
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+)
+
+// Conn says how to reach a Redis node.
+type Conn struct {
+	Addr     string
+	Username string
+	Password string
+	TLS      *tls.Config
+}
+
+// Applier writes commands to the target over one connection, pipelined with a
+// bounded window of unanswered commands, and checks every reply in order.
+// It tracks the replication offset through which everything sent has been
+// acknowledged: the only thing the cutover waits on.
+type Applier struct {
+	addr   string
+	conn   net.Conn
+	window int
+
+	// wmu guards the write buffer, so that flushing to the network never
+	// holds up the reply reader, which takes mu.
+	wmu   sync.Mutex
+	bw    *bufio.Writer
+	dirty bool // bytes in bw not yet flushed
+
+	mu       sync.Mutex
+	cond     *sync.Cond // signals replies, errors and window room
+	queue    []pending
+	head     int
+	inflight int
+	acked    int64
+	sent     int64 // commands sent, for stats
+	err      error
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// pending is one expected reply, or (reply false) an offset mark that is
+// acknowledged as soon as every reply before it is in.
+type pending struct {
+	reply bool
+	end   int64  // offset acknowledged with this entry; 0 for none
+	label string // what the command was, for errors
+}
+
+// Dial connects to the target and authenticates. start is the offset that
+// counts as acknowledged before anything is sent.
+func Dial(ctx context.Context, c Conn, window int, start int64) (*Applier, error) {
+	conn, err := dialRedis(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	a := &Applier{
+		addr:   c.Addr,
+		conn:   conn,
+		window: max(window, 1),
+		bw:     bufio.NewWriterSize(conn, 256<<10),
+		acked:  start,
+		stop:   make(chan struct{}),
+	}
+	a.cond = sync.NewCond(&a.mu)
+	a.wg.Add(2)
+	go func() { defer a.wg.Done(); a.readReplies(bufio.NewReaderSize(conn, 256<<10)) }()
+	go func() { defer a.wg.Done(); a.flushLoop() }()
+	return a, nil
+}
+
+// dialRedis opens a connection and sends AUTH if a password is set.
+func dialRedis(ctx context.Context, c Conn) (net.Conn, error) {
+	d := net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", c.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", c.Addr, err)
+	}
+	if c.TLS != nil {
+		tc := tls.Client(conn, c.TLS)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("TLS handshake with %s: %w", c.Addr, err)
+		}
+		conn = tc
+	}
+	if c.Password != "" {
+		args := [][]byte{[]byte("AUTH"), []byte(c.Password)}
+		if c.Username != "" {
+			args = [][]byte{[]byte("AUTH"), []byte(c.Username), []byte(c.Password)}
+		}
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		_, err := conn.Write(appendArgs(nil, args...))
+		if err == nil {
+			err = readReply(bufio.NewReaderSize(conn, 512))
+		}
+		conn.SetDeadline(time.Time{})
+		if err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("AUTH on %s: %w", c.Addr, err)
+		}
+	}
+	return conn, nil
+}
+
+// Send queues one command. end, when not 0, is the replication offset that
+// counts as acknowledged once its reply (and every earlier one) is in. It
+// blocks while the window is full; it returns the first failure seen so far.
+// Send and Mark are called from one goroutine: their order is the order on
+// the wire.
+func (a *Applier) Send(end int64, label string, args ...[]byte) error {
+	a.mu.Lock()
+	if a.inflight >= a.window && a.err == nil {
+		a.mu.Unlock()
+		a.Flush()
+		a.mu.Lock()
+		for a.inflight >= a.window && a.err == nil {
+			a.cond.Wait()
+		}
+	}
+	if a.err != nil {
+		defer a.mu.Unlock()
+		return a.err
+	}
+	a.queue = append(a.queue, pending{reply: true, end: end, label: label})
+	a.inflight++
+	a.sent++
+	a.mu.Unlock()
+
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
+	buf := appendArgs(a.bw.AvailableBuffer(), args...)
+	if _, err := a.bw.Write(buf); err != nil {
+		return a.fail(fmt.Errorf("write to target %s: %w", a.addr, err))
+	}
+	a.dirty = true
+	return nil
+}
+
+// Flush sends whatever is buffered.
+func (a *Applier) Flush() error {
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
+	if !a.dirty {
+		return nil
+	}
+	a.dirty = false
+	if err := a.bw.Flush(); err != nil {
+		return a.fail(fmt.Errorf("write to target %s: %w", a.addr, err))
+	}
+	return nil
+}
+
+// Mark acknowledges offset end as soon as every reply sent before it is in:
+// for stream bytes that need nothing done on the target (other slots, PINGs).
+func (a *Applier) Mark(end int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.head == len(a.queue) {
+		a.acked = max(a.acked, end)
+		a.cond.Broadcast()
+		return
+	}
+	if last := &a.queue[len(a.queue)-1]; !last.reply {
+		last.end = end
+		return
+	}
+	a.queue = append(a.queue, pending{end: end})
+}
+
+// Acked returns the offset through which everything is acknowledged.
+func (a *Applier) Acked() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.acked
+}
+
+// Sent returns the number of commands sent so far.
+func (a *Applier) Sent() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sent
+}
+
+// Err returns the first failure, if any.
+func (a *Applier) Err() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.err
+}
+
+// Wait flushes and waits until offset off is acknowledged, or every command
+// sent is answered when off is 0.
+func (a *Applier) Wait(ctx context.Context, off int64) error {
+	stop := context.AfterFunc(ctx, func() {
+		a.mu.Lock()
+		a.cond.Broadcast()
+		a.mu.Unlock()
+	})
+	defer stop()
+	if err := a.Flush(); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for a.err == nil && ctx.Err() == nil {
+		if off == 0 && a.inflight == 0 || off != 0 && a.acked >= off {
+			return nil
+		}
+		a.cond.Wait()
+	}
+	if a.err != nil {
+		return a.err
+	}
+	return ctx.Err()
+}
+
+// Close stops the applier without waiting for outstanding replies.
+func (a *Applier) Close() error {
+	a.mu.Lock()
+	a.failLocked(errApplierClosed)
+	a.mu.Unlock()
+	a.conn.Close()
+	a.wg.Wait()
+	return nil
+}
+
+var errApplierClosed = errors.New("applier closed")
+
+func (a *Applier) failLocked(err error) {
+	if a.err == nil {
+		a.err = err
+		select {
+		case <-a.stop:
+		default:
+			close(a.stop)
+		}
+	}
+	a.cond.Broadcast()
+}
+
+func (a *Applier) fail(err error) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.failLocked(err)
+	return a.err
+}
+
+// flushLoop bounds how long a command waits in the buffer when the producer
+// has nothing more to send for a while.
+func (a *Applier) flushLoop() {
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-a.stop:
+			return
+		case <-t.C:
+			a.Flush()
+		}
+	}
+}
+
+func (a *Applier) readReplies(br *bufio.Reader) {
+	for {
+		rerr := readReply(br)
+		a.mu.Lock()
+		var re replyError
+		if rerr != nil && !errors.As(rerr, &re) {
+			a.failLocked(fmt.Errorf("read reply from target %s: %w", a.addr, rerr))
+			a.mu.Unlock()
+			return
+		}
+		if a.head == len(a.queue) {
+			a.failLocked(fmt.Errorf("target %s sent a reply nobody asked for", a.addr))
+			a.mu.Unlock()
+			return
+		}
+		p := a.queue[a.head]
+		a.head++
+		a.inflight--
+		if rerr != nil {
+			a.failLocked(fmt.Errorf("%s on %s: %w", p.label, a.addr, rerr))
+			a.mu.Unlock()
+			return
+		}
+		if p.end != 0 {
+			a.acked = p.end
+		}
+		for a.head < len(a.queue) && !a.queue[a.head].reply {
+			a.acked = max(a.acked, a.queue[a.head].end)
+			a.head++
+		}
+		if a.head == len(a.queue) {
+			a.queue, a.head = a.queue[:0], 0
+		} else if a.head > 4096 && a.head > len(a.queue)/2 {
+			n := copy(a.queue, a.queue[a.head:])
+			a.queue, a.head = a.queue[:n], 0
+		}
+		a.cond.Broadcast()
+		a.mu.Unlock()
+	}
+}

@@ -1,0 +1,78 @@
+package mover
+
+import (
+	"bufio"
+	"fmt"
+	"strconv"
+)
+
+// appendArgs encodes one command as a RESP array of bulk strings.
+func appendArgs(dst []byte, args ...[]byte) []byte {
+	dst = append(dst, '*')
+	dst = strconv.AppendInt(dst, int64(len(args)), 10)
+	dst = append(dst, '\r', '\n')
+	for _, a := range args {
+		dst = append(dst, '$')
+		dst = strconv.AppendInt(dst, int64(len(a)), 10)
+		dst = append(dst, '\r', '\n')
+		dst = append(dst, a...)
+		dst = append(dst, '\r', '\n')
+	}
+	return dst
+}
+
+// replyError is an error reply from the target, possibly nested in an EXEC reply.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+
+// readReply reads one RESP2 reply and discards it, returning the first error
+// reply found in it (an EXEC reply carries the errors of queued commands as
+// elements) as a replyError, or a transport error.
+func readReply(br *bufio.Reader) error {
+	line, err := br.ReadSlice('\n')
+	if err != nil {
+		if err == bufio.ErrBufferFull {
+			return fmt.Errorf("reply line longer than %d bytes", br.Size())
+		}
+		return err
+	}
+	if len(line) < 3 || line[len(line)-2] != '\r' {
+		return fmt.Errorf("malformed reply line %q", line)
+	}
+	body := line[1 : len(line)-2]
+	switch line[0] {
+	case '+', ':':
+		return nil
+	case '-':
+		return replyError(body)
+	case '$':
+		n, err := strconv.Atoi(string(body))
+		if err != nil {
+			return fmt.Errorf("malformed bulk header %q", line)
+		}
+		if n < 0 {
+			return nil
+		}
+		_, err = br.Discard(n + 2)
+		return err
+	case '*':
+		n, err := strconv.Atoi(string(body))
+		if err != nil {
+			return fmt.Errorf("malformed array header %q", line)
+		}
+		var first error
+		for i := 0; i < n; i++ {
+			err := readReply(br)
+			if _, isReply := err.(replyError); err != nil && !isReply {
+				return err
+			}
+			if first == nil {
+				first = err
+			}
+		}
+		return first
+	default:
+		return fmt.Errorf("unexpected reply type %q", line[0])
+	}
+}
