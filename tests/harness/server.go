@@ -117,7 +117,8 @@ func startOn(ctx context.Context, dir string, port int, opts Options) (*Server, 
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if err := c.Ping(ctx).Err(); err == nil {
+		// NOAUTH also means the server is up, when the test asked for requirepass.
+		if err := c.Ping(ctx).Err(); err == nil || strings.HasPrefix(err.Error(), "NOAUTH") {
 			return s, nil
 		}
 		select {
