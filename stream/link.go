@@ -1,0 +1,442 @@
+// Package stream is slotmover's replica link to a source master: it performs
+// a full sync as a replica would, hands out the RDB snapshot as an io.Reader
+// holding exactly its bytes, then the replication command stream, parsed,
+// with the exact replication offsets of every command.
+//
+// The socket is always read at network speed into local spools (memory up to
+// a bound, then a temp file), whatever the consumer's pace: a replica that
+// falls behind would be dropped by the master's client-output-buffer-limit.
+package stream
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config says how to reach the source master and how to replicate from it.
+type Config struct {
+	Addr     string
+	Username string // ACL user; empty for the default user
+	Password string
+	TLS      *tls.Config // nil for plain TCP
+
+	// ListeningPort is announced with REPLCONF listening-port; the source
+	// lists it for this link in INFO replication.
+	ListeningPort int
+
+	// KeepSyncDelay leaves the source's repl-diskless-sync-delay alone. By
+	// default it is lowered to 0 for the sync and restored afterwards: the
+	// 5 s default would delay every move by that much.
+	KeepSyncDelay bool
+
+	SpoolDir    string        // where spools spill; "" for the system temp dir
+	SpoolMemory int           // bytes each spool keeps in memory; 0 for 64 MiB
+	Timeout     time.Duration // silence that counts as a dead link; 0 for 60 s (the master's repl-timeout)
+	Logger      *slog.Logger  // nil for slog.Default()
+}
+
+func (c *Config) defaults() {
+	if c.SpoolMemory <= 0 {
+		c.SpoolMemory = 64 << 20
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 60 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// ErrClosed is what readers see after Close.
+var ErrClosed = errors.New("replica link closed")
+
+// Link is one full sync and the command stream after it.
+type Link struct {
+	// ReplID and Offset are the master's answer to PSYNC: the command stream
+	// starts right after Offset in the history of ReplID.
+	ReplID string
+	Offset int64
+
+	cfg      Config
+	log      *slog.Logger
+	conn     net.Conn
+	rdb      *spool
+	cmds     *spool
+	rdbBytes atomic.Int64
+	diskless atomic.Bool
+	rdbDone  chan struct{}
+
+	consumed atomic.Int64  // command-stream bytes handed to the consumer
+	kick     chan struct{} // asks the acker for an ACK now
+
+	writeMu sync.Mutex // REPLCONF ACKs come from two goroutines
+	done    chan struct{} // closed on the first failure or Close
+	wg      sync.WaitGroup
+	errOnce sync.Once
+	err     error
+	delay   *delayLease
+}
+
+// Open connects to the source, authenticates, announces itself as a replica
+// and asks for a full sync. It returns once the master has answered
+// +FULLRESYNC; the RDB and the command stream then arrive in the background.
+func Open(ctx context.Context, cfg Config) (*Link, error) {
+	cfg.defaults()
+	l := &Link{
+		cfg:     cfg,
+		log:     cfg.Logger.With("source", cfg.Addr),
+		rdb:     newSpool(cfg.SpoolDir, cfg.SpoolMemory),
+		cmds:    newSpool(cfg.SpoolDir, cfg.SpoolMemory),
+		rdbDone: make(chan struct{}),
+		kick:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+	}
+	if !cfg.KeepSyncDelay {
+		lease, err := lowerSyncDelay(ctx, cfg, l.log)
+		if err != nil {
+			return nil, err
+		}
+		l.delay = lease
+	}
+	conn, br, err := l.handshake(ctx)
+	if err != nil {
+		l.delay.release(l.log)
+		return nil, err
+	}
+	l.conn = conn
+	l.wg.Add(2)
+	go func() { defer l.wg.Done(); l.fail(l.receive(br)) }()
+	go func() { defer l.wg.Done(); l.ackLoop() }()
+	l.log.Info("full sync started", "replid", l.ReplID, "offset", l.Offset)
+	return l, nil
+}
+
+func (l *Link) handshake(ctx context.Context) (net.Conn, *bufio.Reader, error) {
+	d := net.Dialer{Timeout: 10 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", l.cfg.Addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to source %s: %w", l.cfg.Addr, err)
+	}
+	if l.cfg.TLS != nil {
+		tc := tls.Client(conn, l.cfg.TLS)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, nil, fmt.Errorf("TLS handshake with source %s: %w", l.cfg.Addr, err)
+		}
+		conn = tc
+	}
+	// A cancelled ctx must end a handshake blocked on a silent master.
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	br := bufio.NewReaderSize(&silenceReader{conn: conn, timeout: l.cfg.Timeout}, 1<<20)
+	step := func(want string, args ...string) (string, error) {
+		if _, err := conn.Write(appendCommand(nil, args...)); err != nil {
+			return "", err
+		}
+		line, err := readReply(br)
+		if err != nil {
+			return "", err
+		}
+		if want != "" && line != want {
+			return line, fmt.Errorf("%s answered %q", args[0], line)
+		}
+		return line, nil
+	}
+	fail := func(what string, err error) (net.Conn, *bufio.Reader, error) {
+		conn.Close()
+		return nil, nil, fmt.Errorf("replica handshake with %s: %s: %w", l.cfg.Addr, what, err)
+	}
+	if l.cfg.Password != "" {
+		args := []string{"AUTH", l.cfg.Password}
+		if l.cfg.Username != "" {
+			args = []string{"AUTH", l.cfg.Username, l.cfg.Password}
+		}
+		if _, err := step("+OK", args...); err != nil {
+			return fail("AUTH", err)
+		}
+	}
+	if _, err := step("+OK", "REPLCONF", "listening-port", strconv.Itoa(l.cfg.ListeningPort)); err != nil {
+		return fail("REPLCONF listening-port", err)
+	}
+	if _, err := step("+OK", "REPLCONF", "capa", "eof", "capa", "psync2"); err != nil {
+		return fail("REPLCONF capa", err)
+	}
+	line, err := step("", "PSYNC", "?", "-1")
+	if err != nil {
+		return fail("PSYNC", err)
+	}
+	f := strings.Fields(line)
+	if len(f) != 3 || f[0] != "+FULLRESYNC" {
+		return fail("PSYNC", fmt.Errorf("unexpected answer %q", line))
+	}
+	if l.Offset, err = strconv.ParseInt(f[2], 10, 64); err != nil {
+		return fail("PSYNC", fmt.Errorf("bad offset in %q", line))
+	}
+	l.ReplID = f[1]
+	if !stop() {
+		return nil, nil, fmt.Errorf("replica handshake with %s: %w", l.cfg.Addr, ctx.Err())
+	}
+	return conn, br, nil
+}
+
+// readReply reads a one-line reply, skipping the bare newlines a master sends
+// as keep-alives while it prepares the sync. An error reply is an error.
+func readReply(br *bufio.Reader) (string, error) {
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return "", unexpected(err)
+		}
+		line = strings.TrimRight(line, "\r\n")
+		if line == "" {
+			continue
+		}
+		if line[0] == '-' {
+			return "", fmt.Errorf("master replied %q", line[1:])
+		}
+		return line, nil
+	}
+}
+
+// receive copies the RDB, then the command stream, from the socket into the
+// spools, at whatever speed the network gives.
+func (l *Link) receive(br *bufio.Reader) error {
+	rest, err := l.receiveRDB(br)
+	if err != nil {
+		l.rdb.closeWithError(err)
+		return err
+	}
+	l.rdb.closeWithError(io.EOF)
+	close(l.rdbDone)
+	form := "disk"
+	if l.diskless.Load() {
+		form = "diskless"
+	}
+	l.log.Info("snapshot received", "replid", l.ReplID, "offset", l.Offset, "rdb_bytes", l.rdbBytes.Load(), "form", form)
+	l.delay.release(l.log)
+
+	buf := make([]byte, 256<<10)
+	src := io.MultiReader(bytes.NewReader(rest), br)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := l.cmds.Write(buf[:n]); werr != nil {
+				return werr
+			}
+		}
+		if err != nil {
+			if err == io.EOF {
+				return errors.New("source closed the replication link")
+			}
+			return fmt.Errorf("replication link: %w", err)
+		}
+	}
+}
+
+// receiveRDB reads the bulk header, then exactly the RDB's bytes into the rdb
+// spool. It returns any bytes read past the RDB (possible only in the diskless form).
+func (l *Link) receiveRDB(br *bufio.Reader) ([]byte, error) {
+	header, err := readReply(br)
+	if err != nil {
+		return nil, fmt.Errorf("read RDB header: %w", err)
+	}
+	if len(header) < 2 || header[0] != '$' {
+		return nil, fmt.Errorf("read RDB header: unexpected %q", truncate([]byte(header)))
+	}
+	buf := make([]byte, 256<<10)
+	if mark, ok := strings.CutPrefix(header, "$EOF:"); ok {
+		if len(mark) != 40 {
+			return nil, fmt.Errorf("read RDB header: bad EOF mark in %q", header)
+		}
+		l.diskless.Store(true)
+		return l.receiveUntilMark(br, []byte(mark), buf)
+	}
+	size, err := strconv.ParseInt(header[1:], 10, 64)
+	if err != nil || size < 0 {
+		return nil, fmt.Errorf("read RDB header: bad length in %q", header)
+	}
+	for left := size; left > 0; {
+		chunk := buf
+		if int64(len(chunk)) > left {
+			chunk = chunk[:left]
+		}
+		n, err := br.Read(chunk)
+		if n > 0 {
+			if _, werr := l.rdb.Write(chunk[:n]); werr != nil {
+				return nil, werr
+			}
+			l.rdbBytes.Add(int64(n))
+			left -= int64(n)
+		}
+		if err != nil && left > 0 {
+			return nil, fmt.Errorf("read RDB: %d of %d bytes: %w", size-left, size, unexpected(err))
+		}
+	}
+	return nil, nil
+}
+
+// receiveUntilMark copies bytes until the 40-byte end mark. The last
+// len(mark)-1 bytes of each read are held back, as the mark may start there.
+func (l *Link) receiveUntilMark(br *bufio.Reader, mark, buf []byte) ([]byte, error) {
+	held := 0
+	for {
+		n, err := br.Read(buf[held:])
+		data := buf[:held+n]
+		if i := bytes.Index(data, mark); i >= 0 {
+			if _, werr := l.rdb.Write(data[:i]); werr != nil {
+				return nil, werr
+			}
+			l.rdbBytes.Add(int64(i))
+			return bytes.Clone(data[i+len(mark):]), nil
+		}
+		keep := min(len(data), len(mark)-1)
+		if _, werr := l.rdb.Write(data[:len(data)-keep]); werr != nil {
+			return nil, werr
+		}
+		l.rdbBytes.Add(int64(len(data) - keep))
+		held = copy(buf, data[len(data)-keep:])
+		if err != nil {
+			return nil, fmt.Errorf("read diskless RDB after %d bytes: %w", l.rdbBytes.Load(), unexpected(err))
+		}
+	}
+}
+
+// ackLoop sends REPLCONF ACK once a second from the start, as a replica must,
+// and at once when asked (on GETACK). A diskless master streams commands only
+// after an ACK sent after the transfer, and ignores ACKs that come before it
+// has seen its child finish, while the stream piles up in its output buffer:
+// so between the RDB's end and the first stream byte, ACK every 10 ms.
+func (l *Link) ackLoop() {
+	slow := time.NewTicker(time.Second)
+	defer slow.Stop()
+	fast := time.NewTicker(10 * time.Millisecond)
+	defer fast.Stop()
+	rdbDone := l.rdbDone
+	var fastC <-chan time.Time
+	for {
+		select {
+		case <-l.done:
+			return
+		case <-rdbDone:
+			rdbDone, fastC = nil, fast.C
+		case <-fastC:
+			if streamed, _ := l.cmds.stats(); streamed > 0 {
+				fastC = nil
+				continue
+			}
+		case <-slow.C:
+		case <-l.kick:
+		}
+		if err := l.sendAck(); err != nil {
+			l.fail(fmt.Errorf("send REPLCONF ACK: %w", err))
+			return
+		}
+	}
+}
+
+// sendAck acknowledges what the consumer has taken, as a replica acknowledges
+// what it has processed; bytes merely spooled are not acknowledged.
+func (l *Link) sendAck() error {
+	off := l.Offset + l.consumed.Load()
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	l.conn.SetWriteDeadline(time.Now().Add(l.cfg.Timeout))
+	_, err := l.conn.Write(appendCommand(nil, "REPLCONF", "ACK", strconv.FormatInt(off, 10)))
+	return err
+}
+
+func (l *Link) ackNow() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// fail records the first error and ends both spools with it, so a reader
+// sees the failure after the data that arrived before it.
+func (l *Link) fail(err error) {
+	l.errOnce.Do(func() {
+		l.err = err
+		close(l.done)
+		if !errors.Is(err, ErrClosed) {
+			l.log.Error("replica link failed", "replid", l.ReplID, "error", err)
+		}
+		l.rdb.closeWithError(err)
+		l.cmds.closeWithError(err)
+		if l.conn != nil {
+			l.conn.Close()
+		}
+	})
+}
+
+// RDB returns the snapshot: exactly the RDB's bytes, then io.EOF. Read it
+// before the command stream.
+func (l *Link) RDB() io.Reader { return l.rdb }
+
+// RDBDone is closed once the whole RDB has been received.
+func (l *Link) RDBDone() <-chan struct{} { return l.rdbDone }
+
+// Stats describes the link's progress.
+type Stats struct {
+	RDBBytes      int64 // snapshot bytes received
+	Diskless      bool  // the snapshot came in the $EOF form
+	StreamBytes   int64 // command-stream bytes received
+	ConsumedBytes int64 // command-stream bytes handed to the consumer
+	Spilled       int64 // bytes that went through the spool files
+	Buffered      int64 // bytes received but not yet read, both spools
+}
+
+func (l *Link) Stats() Stats {
+	_, rdbSpilled := l.rdb.stats()
+	written, cmdSpilled := l.cmds.stats()
+	return Stats{
+		RDBBytes:      l.rdbBytes.Load(),
+		Diskless:      l.diskless.Load(),
+		StreamBytes:   written,
+		ConsumedBytes: l.consumed.Load(),
+		Spilled:       rdbSpilled + cmdSpilled,
+		Buffered:      l.rdb.buffered() + l.cmds.buffered(),
+	}
+}
+
+// Close ends the link, waits for its goroutines and frees the spools.
+func (l *Link) Close() error {
+	l.fail(ErrClosed)
+	l.wg.Wait()
+	l.rdb.abandon()
+	l.cmds.abandon()
+	l.delay.release(l.log)
+	if errors.Is(l.err, ErrClosed) {
+		return nil
+	}
+	return l.err
+}
+
+// silenceReader fails a read when the master has sent nothing, not even a
+// keep-alive, for longer than timeout.
+type silenceReader struct {
+	conn    net.Conn
+	timeout time.Duration
+}
+
+func (r *silenceReader) Read(p []byte) (int, error) {
+	r.conn.SetReadDeadline(time.Now().Add(r.timeout))
+	n, err := r.conn.Read(p)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		err = fmt.Errorf("source silent for %s: %w", r.timeout, err)
+	}
+	return n, err
+}
