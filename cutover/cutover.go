@@ -1,0 +1,251 @@
+// Package cutover switches the ownership of hash slots from a source master
+// to a target that already holds their keys: a short write pause on the
+// source, a fence at the source's replication offset, the switch in the one
+// order that does not make the source delete keys in its main thread, and
+// the paced removal of the keys left behind. It also undoes the target side
+// of a move that fails before the switch.
+package cutover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/slots"
+)
+
+// Nodes are the masters a cutover talks to.
+type Nodes struct {
+	Source, Target     *redis.Client
+	SourceID, TargetID string
+	Others             []*redis.Client // every other master
+}
+
+// Plan is one cutover's budget.
+type Plan struct {
+	Slots *slots.Set
+	// PauseBudget is the CLIENT PAUSE timeout: the longest the source's
+	// writers can be held, even if this process dies mid-cutover.
+	PauseBudget time.Duration
+	// FenceTimeout bounds the wait for the target to catch up with the
+	// paused source; it must leave room in the budget for the switch.
+	FenceTimeout time.Duration
+}
+
+// Fence waits until every byte of the source's stream up to off has been
+// applied on the target and acknowledged.
+type Fence func(ctx context.Context, off int64) error
+
+// ErrFenceMissed means the target did not catch up inside the fence timeout;
+// the source was unpaused and nothing changed.
+var ErrFenceMissed = errors.New("fence missed")
+
+// Result describes one cutover attempt.
+type Result struct {
+	Fence    int64         // the source's offset during the pause
+	Pause    time.Duration // from CLIENT PAUSE sent to CLIENT UNPAUSE answered
+	Released bool          // the source gave the slots away: there is no way back
+
+	// Where the pause went.
+	FenceWait, Release, Claim time.Duration
+}
+
+// Switch runs one cutover attempt:
+//
+//  1. CLIENT PAUSE <budget> WRITE on the source; read its master_repl_offset.
+//  2. Wait for the fence; if it is not reached in time, unpause: ErrFenceMissed.
+//  3. Source: MULTI; CLUSTER DELSLOTSRANGE …; CLUSTER SETSLOT <s> NODE <target> …; EXEC.
+//     It now answers -MOVED to the target and keeps the keys as orphans.
+//  4. Target: CLUSTER SETSLOT <s> NODE <self>, which bumps its epoch and broadcasts.
+//  5. CLIENT UNPAUSE.
+//  6. Every other master: CLUSTER SETSLOT <s> NODE <target>.
+//
+// Claiming on the target first would make the source, on hearing of it by
+// gossip while still owning the slots, delete their keys synchronously.
+// An error with Result.Released set means the switch is half done and must
+// be finished by hand or by fix; the error says what is left.
+func Switch(ctx context.Context, n Nodes, p Plan, fence Fence) (Result, error) {
+	var res Result
+	budget := p.PauseBudget
+	pausedAt := time.Now()
+	if err := n.Source.Do(ctx, "CLIENT", "PAUSE", budget.Milliseconds(), "WRITE").Err(); err != nil {
+		return res, fmt.Errorf("CLIENT PAUSE on source: %w", err)
+	}
+	unpause := func() error {
+		// A fresh context: the pause must end even when ctx is cancelled.
+		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err := n.Source.Do(uctx, "CLIENT", "UNPAUSE").Err()
+		res.Pause = time.Since(pausedAt)
+		if err != nil {
+			return fmt.Errorf("CLIENT UNPAUSE on source (the pause ends by itself within %s): %w", budget, err)
+		}
+		return nil
+	}
+	off, err := ReplOffset(ctx, n.Source)
+	if err != nil {
+		return res, errors.Join(err, unpause())
+	}
+	res.Fence = off
+	fctx, cancel := context.WithDeadline(ctx, pausedAt.Add(p.FenceTimeout))
+	fenceStart := time.Now()
+	err = fence(fctx, off)
+	res.FenceWait = time.Since(fenceStart)
+	cancel()
+	if err != nil {
+		if fctx.Err() != nil && ctx.Err() == nil {
+			err = fmt.Errorf("%w: target not at offset %d within %s: %w", ErrFenceMissed, off, p.FenceTimeout, err)
+		}
+		return res, errors.Join(err, unpause())
+	}
+	// Never switch on a pause that may have run out: writes accepted after
+	// it would be missing on the target. Half the budget is kept for the
+	// switch itself.
+	if elapsed := time.Since(pausedAt); elapsed > budget/2 {
+		return res, errors.Join(fmt.Errorf("%w: fence reached after %s, too late in a %s pause", ErrFenceMissed, elapsed, budget), unpause())
+	}
+
+	releaseStart := time.Now()
+	err = releaseOnSource(ctx, n, p.Slots)
+	res.Release = time.Since(releaseStart)
+	if err != nil {
+		if owned, oerr := sourceStillOwns(n.Source, p.Slots); oerr == nil && owned {
+			return res, errors.Join(fmt.Errorf("release on source: %w", err), unpause())
+		}
+		res.Released = true
+		return res, errors.Join(fmt.Errorf("release on source failed half-way: %w", err), unpause())
+	}
+	res.Released = true
+
+	claimStart := time.Now()
+	claimErr := claim(ctx, n.Target, n.TargetID, p.Slots)
+	res.Claim = time.Since(claimStart)
+	uerr := unpause()
+	if claimErr != nil {
+		return res, errors.Join(fmt.Errorf("target claim failed after the source released the slots: %w", claimErr), uerr)
+	}
+	// The other masters are told after the pause: the target's claim reaches
+	// them by gossip anyway, with its bumped epoch, and until then a client
+	// asking them is sent to the source, which sends it on to the target.
+	var tellErrs []error
+	for _, o := range n.Others {
+		if err := setSlotNode(ctx, o, n.TargetID, p.Slots); err != nil {
+			tellErrs = append(tellErrs, fmt.Errorf("tell %s: %w", o.Options().Addr, err))
+		}
+	}
+	return res, errors.Join(append(tellErrs, uerr)...)
+}
+
+// releaseOnSource runs step 3 as one transaction.
+func releaseOnSource(ctx context.Context, n Nodes, set *slots.Set) error {
+	cmds, err := n.Source.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		args := []any{"CLUSTER", "DELSLOTSRANGE"}
+		for _, r := range set.Ranges() {
+			args = append(args, r.Start, r.End)
+		}
+		p.Do(ctx, args...)
+		for _, s := range set.Slots() {
+			p.Do(ctx, "CLUSTER", "SETSLOT", s, "NODE", n.TargetID)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, c := range cmds {
+		if err := c.Err(); err != nil {
+			return fmt.Errorf("%s: %w", c.String(), err)
+		}
+	}
+	return nil
+}
+
+// claim makes the target own the slots, retrying briefly: after the source
+// has released them, the only way is forward. One MULTI/EXEC: STABLE then
+// NODE <self> for every slot but the last, which goes through the importing
+// path alone and so bumps the target's config epoch once (if it is not
+// already the highest), making the claim win everywhere by gossip. Through
+// the importing path, each slot costs the target about seven times as much.
+func claim(ctx context.Context, target *redis.Client, targetID string, set *slots.Set) error {
+	all := set.Slots()
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		var cmds []redis.Cmder
+		cmds, err = target.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			for _, s := range all[:len(all)-1] {
+				p.Do(ctx, "CLUSTER", "SETSLOT", s, "STABLE")
+				p.Do(ctx, "CLUSTER", "SETSLOT", s, "NODE", targetID)
+			}
+			p.Do(ctx, "CLUSTER", "SETSLOT", all[len(all)-1], "NODE", targetID)
+			return nil
+		})
+		if err == nil {
+			return nil
+		}
+		err = firstCmdErr(cmds, target, err)
+		time.Sleep(50 * time.Millisecond)
+	}
+	return err
+}
+
+// firstCmdErr names the first command of a pipeline that failed.
+func firstCmdErr(cmds []redis.Cmder, c *redis.Client, err error) error {
+	for _, cmd := range cmds {
+		if cmd.Err() != nil {
+			return fmt.Errorf("%s on %s: %w", cmd.String(), c.Options().Addr, cmd.Err())
+		}
+	}
+	return fmt.Errorf("on %s: %w", c.Options().Addr, err)
+}
+
+// setSlotNode sends CLUSTER SETSLOT <s> NODE <id> for every slot in one
+// MULTI/EXEC: the node then saves its cluster config once, not once per
+// batch of slots it happens to read.
+func setSlotNode(ctx context.Context, c *redis.Client, id string, set *slots.Set) error {
+	cmds, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		for _, s := range set.Slots() {
+			p.Do(ctx, "CLUSTER", "SETSLOT", s, "NODE", id)
+		}
+		return nil
+	})
+	if err != nil {
+		return firstCmdErr(cmds, c, err)
+	}
+	return nil
+}
+
+// sourceStillOwns reports whether the source still claims every slot.
+func sourceStillOwns(c *redis.Client, set *slots.Set) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	top, err := cluster.Load(ctx, c)
+	if err != nil {
+		return false, err
+	}
+	for _, s := range set.Slots() {
+		if !top.Myself.Slots.Contains(s) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// ReplOffset reads master_repl_offset from INFO replication.
+func ReplOffset(ctx context.Context, c *redis.Client) (int64, error) {
+	info, err := c.Info(ctx, "replication").Result()
+	if err != nil {
+		return 0, fmt.Errorf("INFO replication on %s: %w", c.Options().Addr, err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "master_repl_offset:"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("INFO replication on %s: no master_repl_offset", c.Options().Addr)
+}
