@@ -2,7 +2,10 @@ module github.com/slotmover/slotmover
 
 go 1.26.0
 
-require github.com/redis/go-redis/v9 v9.23.0
+require (
+	github.com/hdt3213/rdb v1.3.2
+	github.com/redis/go-redis/v9 v9.23.0
+)
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

@@ -1,0 +1,299 @@
+package rdbparse
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+)
+
+// reader parses straight out of the bufio.Reader's buffer: it peeks at what
+// is buffered, walks it by index, and only at a refill hashes and discards the
+// consumed prefix. So bytes are copied once (by the bufio.Reader), checksummed
+// in large blocks, and never consumed past what the parser asked for.
+type reader struct {
+	r    *bufio.Reader
+	win  []byte // bytes peeked from r; valid until the next commit
+	pos  int    // bytes of win consumed
+	base int64  // stream offset of win[0]
+	crc  uint64 // CRC of every byte before win
+
+	keeping  bool   // copy consumed bytes into keep (a chosen value)
+	keepFrom int    // index in win where the uncopied kept bytes start
+	keep     []byte // kept bytes
+}
+
+// errf builds a parse error naming a stream offset.
+func errf(off int64, format string, args ...any) error {
+	return fmt.Errorf("rdbparse: offset %d: "+format, append([]any{off}, args...)...)
+}
+
+// ErrTruncated is wrapped by the error for a stream that ends mid-RDB.
+var ErrTruncated = errors.New("RDB ends early")
+
+func (rd *reader) off() int64 { return rd.base + int64(rd.pos) }
+
+// commit checksums and discards the consumed bytes of the window.
+func (rd *reader) commit() {
+	if rd.pos == 0 {
+		return
+	}
+	if rd.keeping {
+		rd.keep = append(rd.keep, rd.win[rd.keepFrom:rd.pos]...)
+		rd.keepFrom = 0
+	}
+	rd.crc = crcUpdate(rd.crc, rd.win[:rd.pos])
+	// Discard of buffered bytes cannot fail.
+	_, _ = rd.r.Discard(rd.pos)
+	rd.base += int64(rd.pos)
+	rd.win = rd.win[rd.pos:]
+	rd.pos = 0
+}
+
+// fill makes at least n (at most the buffer size) unconsumed bytes
+// available, reading no more from the source than those n need.
+func (rd *reader) fill(n int) error {
+	rd.commit()
+	if size := rd.r.Size(); n > size {
+		n = size
+	}
+	if _, err := rd.r.Peek(n); err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+		rd.win, _ = rd.r.Peek(rd.r.Buffered())
+		if errors.Is(err, io.EOF) {
+			err = ErrTruncated
+		}
+		return errf(rd.off()+int64(len(rd.win)), "reading: %w", err)
+	}
+	// Everything buffered is visible without further reads.
+	rd.win, _ = rd.r.Peek(rd.r.Buffered())
+	return nil
+}
+
+// need makes n unconsumed bytes (n <= the buffer size) available.
+func (rd *reader) need(n int) error {
+	if len(rd.win)-rd.pos >= n {
+		return nil
+	}
+	return rd.fill(n)
+}
+
+func (rd *reader) byte() (byte, error) {
+	if rd.pos < len(rd.win) {
+		b := rd.win[rd.pos]
+		rd.pos++
+		return b, nil
+	}
+	if err := rd.fill(1); err != nil {
+		return 0, err
+	}
+	b := rd.win[rd.pos]
+	rd.pos++
+	return b, nil
+}
+
+// bytes returns the next n bytes (n <= 16), valid until the next read.
+func (rd *reader) bytes(n int) ([]byte, error) {
+	if err := rd.need(n); err != nil {
+		return nil, err
+	}
+	b := rd.win[rd.pos : rd.pos+n]
+	rd.pos += n
+	return b, nil
+}
+
+func (rd *reader) skip(n uint64) error {
+	for {
+		avail := uint64(len(rd.win) - rd.pos)
+		if n <= avail {
+			rd.pos += int(n)
+			return nil
+		}
+		n -= avail
+		rd.pos = len(rd.win)
+		if err := rd.fill(1); err != nil {
+			return err
+		}
+	}
+}
+
+// readLen reads an RDB length. enc reports the special string encodings
+// (11xxxxxx), whose 6 low bits are returned as the length.
+func (rd *reader) readLen() (n uint64, enc bool, err error) {
+	if rd.pos < len(rd.win) {
+		if b := rd.win[rd.pos]; b < 0x40 {
+			rd.pos++
+			return uint64(b), false, nil
+		}
+	}
+	return rd.readLenSlow()
+}
+
+func (rd *reader) readLenSlow() (uint64, bool, error) {
+	start := rd.off()
+	b, err := rd.byte()
+	if err != nil {
+		return 0, false, err
+	}
+	switch b >> 6 {
+	case 0:
+		return uint64(b), false, nil
+	case 1:
+		c, err := rd.byte()
+		return uint64(b&0x3f)<<8 | uint64(c), false, err
+	case 3:
+		return uint64(b & 0x3f), true, nil
+	}
+	switch b {
+	case 0x80:
+		p, err := rd.bytes(4)
+		if err != nil {
+			return 0, false, err
+		}
+		return uint64(binary.BigEndian.Uint32(p)), false, nil
+	case 0x81:
+		p, err := rd.bytes(8)
+		if err != nil {
+			return 0, false, err
+		}
+		return binary.BigEndian.Uint64(p), false, nil
+	}
+	return 0, false, errf(start, "bad length encoding 0x%02x", b)
+}
+
+// plainLen reads a length that must not be a special encoding.
+func (rd *reader) plainLen() (uint64, error) {
+	start := rd.off()
+	n, enc, err := rd.readLen()
+	if err == nil && enc {
+		err = errf(start, "string encoding 0x%02x where a length belongs", 0xc0|n)
+	}
+	return n, err
+}
+
+// skipString skips an RDB string in any of its encodings.
+func (rd *reader) skipString() error {
+	start := rd.off()
+	n, enc, err := rd.readLen()
+	if err != nil {
+		return err
+	}
+	if !enc {
+		return rd.skip(n)
+	}
+	switch n {
+	case encInt8:
+		return rd.skip(1)
+	case encInt16:
+		return rd.skip(2)
+	case encInt32:
+		return rd.skip(4)
+	case encLZF:
+		clen, err := rd.plainLen()
+		if err != nil {
+			return err
+		}
+		if _, err := rd.plainLen(); err != nil {
+			return err
+		}
+		return rd.skip(clen)
+	}
+	return errf(start, "unknown string encoding %d", n)
+}
+
+// readString appends the decoded RDB string to dst[:0]. lzf is scratch
+// space for compressed bytes; both grow as needed and are returned.
+func (rd *reader) readString(dst, lzf []byte) ([]byte, []byte, error) {
+	start := rd.off()
+	n, enc, err := rd.readLen()
+	if err != nil {
+		return dst, lzf, err
+	}
+	if !enc {
+		dst, err = rd.readRaw(dst[:0], n)
+		return dst, lzf, err
+	}
+	switch n {
+	case encInt8, encInt16, encInt32:
+		p, err := rd.bytes(1 << n)
+		if err != nil {
+			return dst, lzf, err
+		}
+		return strconv.AppendInt(dst[:0], intEncoded(p), 10), lzf, nil
+	case encLZF:
+		clen, err := rd.plainLen()
+		if err != nil {
+			return dst, lzf, err
+		}
+		ulen, err := rd.plainLen()
+		if err != nil {
+			return dst, lzf, err
+		}
+		if lzf, err = rd.readRaw(lzf[:0], clen); err != nil {
+			return dst, lzf, err
+		}
+		if ulen > math.MaxInt32 {
+			return dst, lzf, errf(start, "compressed string of %d bytes is too long", ulen)
+		}
+		out, err := lzfDecompress(dst[:0], lzf, int(ulen))
+		if err != nil {
+			return dst, lzf, errf(start, "%w", err)
+		}
+		return out, lzf, nil
+	}
+	return dst, lzf, errf(start, "unknown string encoding %d", n)
+}
+
+// readRaw appends the next n bytes to dst, in pieces as they arrive, so a
+// corrupt length cannot make it allocate more than the stream holds.
+func (rd *reader) readRaw(dst []byte, n uint64) ([]byte, error) {
+	for {
+		avail := uint64(len(rd.win) - rd.pos)
+		if n <= avail {
+			dst = append(dst, rd.win[rd.pos:rd.pos+int(n)]...)
+			rd.pos += int(n)
+			return dst, nil
+		}
+		dst = append(dst, rd.win[rd.pos:]...)
+		n -= avail
+		rd.pos = len(rd.win)
+		if err := rd.fill(1); err != nil {
+			return dst, err
+		}
+	}
+}
+
+// startKeep begins copying consumed bytes into keep (appending).
+func (rd *reader) startKeep() {
+	rd.keeping = true
+	rd.keepFrom = rd.pos
+}
+
+// endKeep stops copying and returns keep.
+func (rd *reader) endKeep() []byte {
+	rd.keep = append(rd.keep, rd.win[rd.keepFrom:rd.pos]...)
+	rd.keeping = false
+	return rd.keep
+}
+
+// intEncoded decodes the little-endian signed integer of an int-encoded string.
+func intEncoded(p []byte) int64 {
+	switch len(p) {
+	case 1:
+		return int64(int8(p[0]))
+	case 2:
+		return int64(int16(binary.LittleEndian.Uint16(p)))
+	default:
+		return int64(int32(binary.LittleEndian.Uint32(p)))
+	}
+}
+
+// String encodings (the low bits of a length byte 11xxxxxx).
+const (
+	encInt8  = 0
+	encInt16 = 1
+	encInt32 = 2
+	encLZF   = 3
+)
