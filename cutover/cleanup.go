@@ -11,8 +11,9 @@ import (
 	"github.com/slotmover/slotmover/slots"
 )
 
-// Pace bounds how hard key removal leans on a node: at most Batch keys per
-// UNLINK, and a Sleep between batches so its other clients keep their latency.
+// Pace bounds how hard key removal leans on a node: at most Batch keys
+// UNLINKed per round trip, and a Sleep between round trips so that its
+// other clients keep their latency.
 type Pace struct {
 	Batch int
 	Sleep time.Duration
@@ -25,40 +26,45 @@ func (p Pace) batch() int {
 	return p.Batch
 }
 
+// groupSize is how many slots are handled per round trip: the slots of a
+// big range are many, their keys often few.
+const groupSize = 64
+
 // ErrNowReplica means the node turned into a replica (replica migration after
 // its last slot went away): it resyncs from its new master, so it keeps no orphans.
 var ErrNowReplica = errors.New("node is now a replica")
 
-// Cleanup removes the orphaned keys of the moved slots from the source, slot
-// by slot: CLUSTER SETSLOT <s> IMPORTING <target>, so that ASKING lets it
-// touch a slot it no longer owns, UNLINK in paced batches from
-// CLUSTER GETKEYSINSLOT, then CLUSTER SETSLOT <s> STABLE. It returns the
-// number of keys removed.
+// Cleanup removes the orphaned keys of the moved slots from the source:
+// CLUSTER SETSLOT <s> IMPORTING <target>, so that ASKING lets it touch slots
+// it no longer owns, UNLINK in paced batches from CLUSTER GETKEYSINSLOT, then
+// CLUSTER SETSLOT <s> STABLE. Slots go in groups of 64, so that a crash
+// leaves few marks behind. It returns the number of keys removed.
 func Cleanup(ctx context.Context, source *redis.Client, targetID string, set *slots.Set, pace Pace) (int64, error) {
 	var removed int64
-	for _, s := range set.Slots() {
+	all := set.Slots()
+	for start := 0; start < len(all); start += groupSize {
 		if replica, err := isReplica(ctx, source); err != nil {
 			return removed, err
 		} else if replica {
 			return removed, ErrNowReplica
 		}
-		n, err := countKeys(ctx, source, s)
-		if err != nil {
-			return removed, err
-		}
-		if n == 0 {
+		group, err := withKeys(ctx, source, all[start:min(start+groupSize, len(all))])
+		if err != nil || len(group) == 0 {
+			if err != nil {
+				return removed, err
+			}
 			continue
 		}
-		if err := source.Do(ctx, "CLUSTER", "SETSLOT", s, "IMPORTING", targetID).Err(); err != nil {
-			return removed, fmt.Errorf("CLUSTER SETSLOT %d IMPORTING on source %s: %w", s, source.Options().Addr, err)
+		if err := setSlots(ctx, source, group, "IMPORTING", targetID); err != nil {
+			return removed, err
 		}
-		k, err := purgeSlot(ctx, source, s, pace)
-		removed += k
+		n, err := purge(ctx, source, group, pace)
+		removed += n
 		if err != nil {
 			return removed, err
 		}
-		if err := source.Do(ctx, "CLUSTER", "SETSLOT", s, "STABLE").Err(); err != nil {
-			return removed, fmt.Errorf("CLUSTER SETSLOT %d STABLE on source %s: %w", s, source.Options().Addr, err)
+		if err := setSlots(ctx, source, group, "STABLE"); err != nil {
+			return removed, err
 		}
 	}
 	return removed, nil
@@ -69,59 +75,104 @@ func Cleanup(ctx context.Context, source *redis.Client, targetID string, set *sl
 // the slots set STABLE there. The source never changed.
 func Rollback(ctx context.Context, target *redis.Client, set *slots.Set, pace Pace) (int64, error) {
 	var removed int64
-	for _, s := range set.Slots() {
-		k, err := purgeSlot(ctx, target, s, pace)
-		removed += k
+	all := set.Slots()
+	for start := 0; start < len(all); start += groupSize {
+		group, err := withKeys(ctx, target, all[start:min(start+groupSize, len(all))])
+		if err != nil {
+			return removed, err
+		}
+		n, err := purge(ctx, target, group, pace)
+		removed += n
 		if err != nil {
 			return removed, err
 		}
 	}
-	cmds, err := target.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, s := range set.Slots() {
-			p.Do(ctx, "CLUSTER", "SETSLOT", s, "STABLE")
+	return removed, setSlots(ctx, target, all, "STABLE")
+}
+
+// withKeys returns the slots of group that hold keys on c.
+func withKeys(ctx context.Context, c *redis.Client, group []uint16) ([]uint16, error) {
+	counts := make([]*redis.IntCmd, len(group))
+	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, s := range group {
+			counts[i] = p.ClusterCountKeysInSlot(ctx, int(s))
 		}
 		return nil
 	})
 	if err != nil {
-		for _, c := range cmds {
-			if c.Err() != nil {
-				return removed, fmt.Errorf("%s on target %s: %w", c.String(), target.Options().Addr, c.Err())
-			}
-		}
-		return removed, err
+		return nil, fmt.Errorf("CLUSTER COUNTKEYSINSLOT on %s: %w", c.Options().Addr, err)
 	}
-	return removed, nil
+	var out []uint16
+	for i, n := range counts {
+		if n.Val() > 0 {
+			out = append(out, group[i])
+		}
+	}
+	return out, nil
 }
 
-// purgeSlot UNLINKs every key of slot s, in paced batches, each behind ASKING
-// (the node does not own the slot, it only has it importing).
-func purgeSlot(ctx context.Context, c *redis.Client, s uint16, pace Pace) (int64, error) {
+// setSlots sends CLUSTER SETSLOT <s> <how…> for every slot, pipelined.
+func setSlots(ctx context.Context, c *redis.Client, group []uint16, how ...string) error {
+	cmds, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, s := range group {
+			args := []any{"CLUSTER", "SETSLOT", s}
+			for _, h := range how {
+				args = append(args, h)
+			}
+			p.Do(ctx, args...)
+		}
+		return nil
+	})
+	if err != nil {
+		return firstCmdErr(cmds, c, err)
+	}
+	return nil
+}
+
+// purge UNLINKs every key of the slots, each batch behind ASKING (the node
+// only has the slots importing), about pace.Batch keys per round trip.
+func purge(ctx context.Context, c *redis.Client, group []uint16, pace Pace) (int64, error) {
 	var removed int64
-	idle := 0 // batches that removed nothing: expired keys go that way, but not forever
-	for {
-		keys, err := c.ClusterGetKeysInSlot(ctx, int(s), pace.batch()).Result()
-		if err != nil {
-			return removed, fmt.Errorf("CLUSTER GETKEYSINSLOT %d on %s: %w", s, c.Options().Addr, err)
-		}
-		if len(keys) == 0 {
-			return removed, nil
-		}
-		var unlink *redis.IntCmd
-		_, err = c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			p.Do(ctx, "ASKING")
-			unlink = p.Unlink(ctx, keys...)
+	idle := 0 // rounds that removed nothing: expired keys go that way, but not forever
+	for len(group) > 0 {
+		per := max(1, pace.batch()/len(group))
+		lists := make([]*redis.StringSliceCmd, len(group))
+		_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, s := range group {
+				lists[i] = p.ClusterGetKeysInSlot(ctx, int(s), per)
+			}
 			return nil
 		})
 		if err != nil {
-			return removed, fmt.Errorf("UNLINK %d keys of slot %d on %s: %w", len(keys), s, c.Options().Addr, err)
+			return removed, fmt.Errorf("CLUSTER GETKEYSINSLOT on %s: %w", c.Options().Addr, err)
 		}
-		removed += unlink.Val()
-		if unlink.Val() > 0 {
+		var unlinks []*redis.IntCmd
+		next := group[:0:0]
+		cmds, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, l := range lists {
+				if keys := l.Val(); len(keys) > 0 {
+					p.Do(ctx, "ASKING")
+					unlinks = append(unlinks, p.Unlink(ctx, keys...))
+					next = append(next, group[i])
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return removed, fmt.Errorf("UNLINK orphaned keys: %w", firstCmdErr(cmds, c, err))
+		}
+		var n int64
+		for _, u := range unlinks {
+			n += u.Val()
+		}
+		removed += n
+		if n > 0 {
 			idle = 0
-		} else if idle++; idle > 3 {
-			return removed, fmt.Errorf("UNLINK removes nothing of slot %d on %s (first key %q)", s, c.Options().Addr, keys[0])
+		} else if idle++; idle > 3 && len(next) > 0 {
+			return removed, fmt.Errorf("UNLINK removes nothing of slots %v on %s", next, c.Options().Addr)
 		}
-		if pace.Sleep > 0 {
+		group = next
+		if pace.Sleep > 0 && len(group) > 0 {
 			select {
 			case <-ctx.Done():
 				return removed, ctx.Err()
@@ -129,14 +180,7 @@ func purgeSlot(ctx context.Context, c *redis.Client, s uint16, pace Pace) (int64
 			}
 		}
 	}
-}
-
-func countKeys(ctx context.Context, c *redis.Client, s uint16) (int64, error) {
-	n, err := c.ClusterCountKeysInSlot(ctx, int(s)).Result()
-	if err != nil {
-		return 0, fmt.Errorf("CLUSTER COUNTKEYSINSLOT %d on %s: %w", s, c.Options().Addr, err)
-	}
-	return n, nil
+	return removed, nil
 }
 
 func isReplica(ctx context.Context, c *redis.Client) (bool, error) {

@@ -1,0 +1,52 @@
+// Command slotmover moves Redis Cluster hash slots between masters online
+// and atomically.
+//
+//	slotmover move --source H:P --target H:P --slots 0-5460[,a-b…] [--json]
+//	slotmover demo
+//
+// Exit codes of move: 0 moved; 1 failed and rolled back (the cluster as it
+// was); 2 refused before anything changed; 3 failed in a state it could not
+// undo (the message says what is left and how to repair it).
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+const (
+	exitMoved   = 0
+	exitFailed  = 1
+	exitRefused = 2
+	exitStuck   = 3
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(exitRefused)
+	}
+	var code int
+	switch os.Args[1] {
+	case "move":
+		code = moveCmd(os.Args[2:])
+	case "demo":
+		code = demoCmd(os.Args[2:])
+	case "-h", "--help", "help":
+		usage()
+	default:
+		fmt.Fprintf(os.Stderr, "slotmover: unknown command %q\n", os.Args[1])
+		usage()
+		code = exitRefused
+	}
+	os.Exit(code)
+}
+
+func usage() {
+	fmt.Fprint(os.Stderr, `usage:
+  slotmover move --source HOST:PORT --target HOST:PORT --slots SPEC [--json] [flags]
+      move hash slots online; 'slotmover move -h' lists the tunables
+  slotmover demo
+      start a local 4-master cluster, load sample keys, move slots 0-5460, print the summary
+`)
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/slotmover/slotmover/mover"
+	"github.com/slotmover/slotmover/slots"
+)
+
+// moveFlags are the flags of move, shared with demo.
+type moveFlags struct {
+	opts               mover.Options
+	slotSpec           string
+	user, password     string
+	tlsOn, tlsInsecure bool
+	jsonOut            bool
+	logLevel           string
+}
+
+func (f *moveFlags) register(fs *flag.FlagSet) {
+	o := &f.opts
+	fs.StringVar(&o.Source.Addr, "source", "", "source master `HOST:PORT`")
+	fs.StringVar(&o.Target.Addr, "target", "", "target master `HOST:PORT`")
+	fs.StringVar(&f.slotSpec, "slots", "", "slots to move: comma-separated slots and ranges, e.g. 0-5460 or 100-200,3000")
+	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON summary on stdout at the end")
+	fs.StringVar(&o.TaskID, "task-id", "", "task ID for logs (default random)")
+	fs.Int64Var(&o.MaxLag, "max-lag", mover.DefaultMaxLag, "start a cutover when the target trails the source by fewer `bytes` of stream")
+	fs.DurationVar(&o.PauseBudget, "pause-budget", mover.DefaultPauseBudget, "CLIENT PAUSE timeout on the source: the longest writers can be held")
+	fs.DurationVar(&o.FenceTimeout, "fence-timeout", mover.DefaultFenceTimeout, "give up a cutover attempt (and unpause) if the target has not caught up by then")
+	fs.IntVar(&o.MaxAttempts, "max-attempts", mover.DefaultMaxAttempts, "cutover attempts before rolling back")
+	fs.IntVar(&o.Window, "window", mover.DefaultWindow, "unanswered commands in flight to the target")
+	fs.Uint64Var(&o.BigKeyElements, "big-key-elements", mover.DefaultBigKeyElements, "replay collections with at least this many elements as chunked commands")
+	fs.IntVar(&o.Chunk, "chunk", mover.DefaultChunk, "elements per command when replaying a big key")
+	fs.IntVar(&o.Cleanup.Batch, "cleanup-batch", 500, "keys per UNLINK when removing orphans from the source")
+	fs.DurationVar(&o.Cleanup.Sleep, "cleanup-sleep", time.Millisecond, "pause between cleanup batches")
+	fs.StringVar(&o.SpoolDir, "spool-dir", "", "directory for stream spool files (default the system temp dir)")
+	fs.BoolVar(&o.KeepSyncDelay, "keep-sync-delay", false, "do not lower the source's repl-diskless-sync-delay for the sync")
+	fs.StringVar(&f.user, "user", "", "ACL user for Redis (source, target and other masters)")
+	fs.StringVar(&f.password, "password", os.Getenv("SLOTMOVER_PASSWORD"), "password for Redis (default $SLOTMOVER_PASSWORD)")
+	fs.BoolVar(&f.tlsOn, "tls", false, "connect to Redis with TLS")
+	fs.BoolVar(&f.tlsInsecure, "tls-insecure", false, "with --tls, do not verify server certificates")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+}
+
+// resolve checks the flags and completes the options; errors are bad input.
+func (f *moveFlags) resolve() error {
+	o := &f.opts
+	if o.Source.Addr == "" || o.Target.Addr == "" || f.slotSpec == "" {
+		return errors.New("--source, --target and --slots are required")
+	}
+	set, err := slots.Parse(f.slotSpec)
+	if err != nil {
+		return err
+	}
+	o.Slots = set
+	var tc *tls.Config
+	if f.tlsOn {
+		tc = &tls.Config{InsecureSkipVerify: f.tlsInsecure}
+	}
+	for _, c := range []*mover.Conn{&o.Source, &o.Target} {
+		c.Username, c.Password, c.TLS = f.user, f.password, tc
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	return nil
+}
+
+func moveCmd(args []string) int {
+	fs := flag.NewFlagSet("move", flag.ContinueOnError)
+	var f moveFlags
+	f.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return exitRefused
+	}
+	if err := f.resolve(); err != nil {
+		fmt.Fprintf(os.Stderr, "slotmover move: %v\n", err)
+		return exitRefused
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return runMove(ctx, &f, os.Stdout, os.Stderr)
+}
+
+// runMove runs the move and prints its outcome; it returns the exit code.
+func runMove(ctx context.Context, f *moveFlags, stdout, stderr io.Writer) int {
+	if isTerminal(stderr) {
+		f.opts.Progress = func(p mover.Progress) {
+			lag := "-"
+			if p.Lag >= 0 {
+				lag = fmt.Sprintf("%dB", p.Lag)
+			}
+			rate := float64(p.KeysCopied) / max(p.Elapsed.Seconds(), 0.001)
+			fmt.Fprintf(stderr, "\r\033[K%-9s keys %d  %.1f MB  %.0f keys/s  big %d  delta %d  lag %s  %s",
+				p.Phase, p.KeysCopied, float64(p.BytesCopied)/1e6, rate, p.BigKeys, p.DeltaCommands, lag, p.Elapsed.Truncate(100*time.Millisecond))
+		}
+	}
+	sum, err := mover.Run(ctx, f.opts)
+	if f.opts.Progress != nil {
+		fmt.Fprintln(stderr)
+	}
+	if f.jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.Encode(sum)
+	} else {
+		fmt.Fprintf(stdout, "%s: slots %s from %s to %s: %d keys (%d big), %d delta commands, pause %.1f ms, total %d ms\n",
+			sum.Result, sum.Slots, sum.Source, sum.Target, sum.KeysCopied, sum.BigKeys, sum.DeltaCommands, sum.PauseMS, sum.TotalMS)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "slotmover move: %s: %v\n", sum.Result, err)
+		if len(sum.Repair) > 0 {
+			fmt.Fprintf(stderr, "to repair:\n  %s\n", strings.Join(sum.Repair, "\n  "))
+		}
+	}
+	switch sum.Result {
+	case mover.ResultMoved:
+		return exitMoved
+	case mover.ResultRefused:
+		return exitRefused
+	case mover.ResultStuck:
+		return exitStuck
+	default:
+		return exitFailed
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,384 @@
+package mover
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotmover/slotmover/rdbparse"
+	"github.com/slotmover/slotmover/slots"
+	"github.com/slotmover/slotmover/stream"
+)
+
+// feeder moves data from the replica link to the target: the snapshot's keys
+// of the chosen slots, then the command stream filtered to them, in order,
+// on one pipelined connection.
+type feeder struct {
+	*task
+	link          *stream.Link
+	app           *Applier
+	keyTable      *stream.KeyTable
+	targetVersion int
+
+	source        *redis.Client // for resyncs
+	args          [][]byte      // reused argument list
+	ttlBuf        []byte
+	bigSeq        int
+	resyncSeq     uint64
+	deferred      map[string]uint64 // key → the resync that will bring it
+	resyncs       map[string]*pendingResync
+	deferredCount atomic.Int64 // len(deferred), for the cutover's fence
+}
+
+var (
+	argAsking        = []byte("ASKING")
+	argRestoreAsking = []byte("RESTORE-ASKING")
+	argReplace       = []byte("REPLACE")
+	argAbsTTL        = []byte("ABSTTL")
+	argSet           = []byte("SET")
+)
+
+// run applies the snapshot, closes snapDone once the target has acknowledged
+// all of it, then applies the command stream until it fails or ctx ends.
+func (f *feeder) run(ctx context.Context, snapDone chan<- struct{}) error {
+	sc := rdbparse.NewScanner(bufio.NewReaderSize(f.link.RDB(), 1<<20), f.opts.Slots)
+	for {
+		e, err := sc.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("snapshot: %w", err)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err := f.copyEntry(e, sc.Version()); err != nil {
+			return err
+		}
+	}
+	f.app.Mark(f.link.Offset)
+	if err := f.app.Wait(ctx, f.link.Offset); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	close(snapDone)
+
+	r := f.link.Commands(f.keyTable)
+	for {
+		cmd, err := r.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("replication stream: %w", err)
+		}
+		if err := f.applyDelta(cmd); err != nil {
+			return err
+		}
+	}
+}
+
+// copyEntry restores one key on the target: RESTORE-ASKING with the source's
+// own payload, or, for a big collection or a target too old for the
+// payload's RDB version, chunked commands.
+func (f *feeder) copyEntry(e *rdbparse.Entry, version int) error {
+	f.keys.Add(1)
+	f.bytes.Add(int64(len(e.Payload)))
+	big := e.Type != rdbparse.TypeString && e.Elements >= f.opts.BigKeyElements
+	if big || version > f.targetVersion {
+		return f.replay(e, version)
+	}
+	f.ttlBuf = strconv.AppendInt(f.ttlBuf[:0], e.ExpireAt, 10)
+	f.args = append(f.args[:0], argRestoreAsking, e.Key, f.ttlBuf, e.Payload, argReplace, argAbsTTL)
+	return f.app.Send(0, "RESTORE "+string(e.Key), f.args...)
+}
+
+// replay rebuilds a key from its decoded elements under a temporary key of
+// the same slot, then renames it into place, so that a failure never leaves
+// half a key under the real name. Its TTL is set last.
+func (f *feeder) replay(e *rdbparse.Entry, version int) error {
+	obj, err := rdbparse.Decode(e, version)
+	if err != nil {
+		return fmt.Errorf("decode %q for replay: %w", e.Key, err)
+	}
+	f.bigKeys.Add(1)
+	f.bigSeq++
+	tmp := []byte(tempKey(e.Slot, f.opts.TaskID, f.bigSeq))
+	label := "replay of " + strconv.Quote(string(e.Key))
+	send := func(args ...[]byte) error {
+		if err := f.app.Send(0, label, argAsking); err != nil {
+			return err
+		}
+		return f.app.Send(0, label, args...)
+	}
+	if err := send([]byte("DEL"), tmp); err != nil {
+		return err
+	}
+	for args := range obj.Commands(tmp, f.opts.Chunk) {
+		if err := send(args...); err != nil {
+			return err
+		}
+	}
+	// On an importing slot a two-key command needs both keys to exist.
+	if err := send(argSet, e.Key, []byte("placeholder")); err != nil {
+		return err
+	}
+	if err := send([]byte("RENAME"), tmp, e.Key); err != nil {
+		return err
+	}
+	if e.ExpireAt > 0 {
+		return send([]byte("PEXPIREAT"), e.Key, []byte(strconv.FormatInt(e.ExpireAt, 10)))
+	}
+	return nil
+}
+
+// applyDelta applies one command or MULTI block of the stream to the
+// target, as far as it touches the chosen slots, and marks its bytes as done.
+//
+// On the target the slots are IMPORTING, where a command naming several
+// keys is refused with TRYAGAIN unless every one of them exists. So blocks
+// are applied command by command (no client can see the slots on the target
+// before the cutover, so nothing observes the steps between), multi-key
+// DEL, UNLINK, MSET and MSETNX are split per key, and the keys of any other
+// multi-key write are resynced from the source (see resync).
+func (f *feeder) applyDelta(cmd *stream.Command) error {
+	if r := f.resyncOf(cmd); r != nil {
+		if err := f.finishResync(r); err != nil {
+			return err
+		}
+		f.app.Mark(cmd.End)
+		return nil
+	}
+	units := []stream.Command{*cmd}
+	if cmd.Tx != nil {
+		units = cmd.Tx
+	}
+	for i := range units {
+		if err := f.check(&units[i]); err != nil {
+			return err
+		}
+	}
+	for i := range units {
+		if err := f.applyOne(&units[i]); err != nil {
+			return err
+		}
+	}
+	f.app.Mark(cmd.End)
+	return nil
+}
+
+// ErrSourceFlushed cancels a move whose source ran FLUSHALL or FLUSHDB.
+var ErrSourceFlushed = errors.New("the source ran FLUSHALL/FLUSHDB during the move")
+
+// check refuses what the move cannot carry through.
+func (f *feeder) check(u *stream.Command) error {
+	switch name := u.Name(); {
+	case name == "FLUSHALL" || name == "FLUSHDB":
+		return fmt.Errorf("%w (offset %d)", ErrSourceFlushed, u.Start)
+	case u.Class == stream.ClassUnknown:
+		return fmt.Errorf("command %s at offset %d is not in the source's command table: cannot tell its keys", describe(u), u.Start)
+	case u.Class == stream.ClassCrossSlot:
+		for _, k := range u.Keys {
+			if f.opts.Slots.Contains(slots.ForKey(u.Args[k])) {
+				return fmt.Errorf("cross-slot write %s at offset %d touches a moving slot", describe(u), u.Start)
+			}
+		}
+	case u.Class == stream.ClassKeyless:
+		f.log.Warn("keyless write on the source not applied to the target", "command", name, "offset", u.Start)
+	}
+	return nil
+}
+
+// applyOne sends one command of the chosen slots to the target.
+func (f *feeder) applyOne(u *stream.Command) error {
+	if u.Class != stream.ClassKeyed || !f.opts.Slots.Contains(u.Slot) {
+		return nil
+	}
+	f.delta.Add(1)
+	keys := distinctKeys(u)
+	if len(keys) == 1 {
+		if f.deferred[string(keys[0])] != 0 {
+			return nil // its resync will bring the key as it is after this command
+		}
+		return f.send(u.Args...)
+	}
+	switch u.Name() {
+	case "DEL", "UNLINK":
+		for _, k := range u.Keys {
+			if f.deferred[string(u.Args[k])] == 0 {
+				if err := f.send(u.Args[0], u.Args[k]); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	case "MSET", "MSETNX": // MSETNX reaches the stream only when it set every key
+		for _, k := range u.Keys {
+			if f.deferred[string(u.Args[k])] == 0 && k+1 < len(u.Args) {
+				if err := f.send(argSet, u.Args[k], u.Args[k+1]); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return f.resync(u.Slot, keys)
+}
+
+// send writes one command behind ASKING.
+func (f *feeder) send(args ...[]byte) error {
+	if err := f.app.Send(0, "ASKING", argAsking); err != nil {
+		return err
+	}
+	return f.app.Send(0, string(args[0]), args...)
+}
+
+func distinctKeys(u *stream.Command) [][]byte {
+	var out [][]byte
+	for _, k := range u.Keys {
+		if !slices.ContainsFunc(out, func(b []byte) bool { return bytes.Equal(b, u.Args[k]) }) {
+			out = append(out, u.Args[k])
+		}
+	}
+	return out
+}
+
+// pendingResync is a copy of some keys read on the source in the same
+// transaction as a marker write, so that the marker's place in the stream
+// is exactly the moment the copy shows.
+type pendingResync struct {
+	id      uint64
+	marker  []byte
+	keys    []string
+	dumps   []*redis.StringCmd
+	expires []*redis.DurationCmd
+}
+
+// resync handles a multi-key write the target would refuse: its keys are
+// read on the source (DUMP, PEXPIRETIME) in one MULTI with a marker write
+// (SET then DEL of a key of the same slot, which nothing else uses), and
+// every later command on them is skipped until the marker comes through the
+// stream, where the copies are RESTOREd: the state the keys have there.
+func (f *feeder) resync(slot uint16, keys [][]byte) error {
+	f.resyncSeq++
+	r := &pendingResync{id: f.resyncSeq, marker: []byte(tempKey(slot, f.opts.TaskID+":marker", 0))}
+	nonce := strconv.FormatUint(r.id, 10)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := f.source.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		for _, k := range keys {
+			r.keys = append(r.keys, string(k))
+			r.dumps = append(r.dumps, p.Dump(ctx, string(k)))
+			r.expires = append(r.expires, p.PExpireTime(ctx, string(k)))
+		}
+		p.Set(ctx, string(r.marker), nonce, 0)
+		p.Del(ctx, string(r.marker))
+		return nil
+	})
+	if err != nil && err != redis.Nil {
+		return fmt.Errorf("resync of %d keys from the source: %w", len(keys), err)
+	}
+	for _, k := range r.keys {
+		f.deferred[k] = r.id
+	}
+	f.resyncs[nonce] = r
+	f.deferredCount.Store(int64(len(f.deferred)))
+	f.resynced.Add(int64(len(keys)))
+	return nil
+}
+
+// resyncOf recognizes a resync's marker block in the stream.
+func (f *feeder) resyncOf(cmd *stream.Command) *pendingResync {
+	if len(cmd.Tx) != 2 || len(cmd.Tx[0].Args) != 3 || cmd.Tx[0].Name() != "SET" {
+		return nil
+	}
+	r := f.resyncs[string(cmd.Tx[0].Args[2])]
+	if r == nil || !bytes.Equal(cmd.Tx[0].Args[1], r.marker) {
+		return nil
+	}
+	return r
+}
+
+// finishResync restores the keys as they were at the marker, unless a later
+// resync covers them too.
+func (f *feeder) finishResync(r *pendingResync) error {
+	delete(f.resyncs, strconv.FormatUint(r.id, 10))
+	for i, k := range r.keys {
+		if f.deferred[k] != r.id {
+			continue
+		}
+		delete(f.deferred, k)
+		payload, err := r.dumps[i].Bytes()
+		switch {
+		case err == redis.Nil:
+			err = f.send([]byte("DEL"), []byte(k))
+		case err != nil:
+			return fmt.Errorf("resync of %q: DUMP on the source: %w", k, err)
+		default:
+			if v := dumpVersion(payload); v > f.targetVersion {
+				return fmt.Errorf("resync of %q: the source's RDB version %d is newer than the target's %d", k, v, f.targetVersion)
+			}
+			var at int64
+			if d := r.expires[i].Val(); d > 0 {
+				at = d.Milliseconds()
+			}
+			f.ttlBuf = strconv.AppendInt(f.ttlBuf[:0], at, 10)
+			err = f.app.Send(0, "RESTORE "+k, argRestoreAsking, []byte(k), f.ttlBuf, payload, argReplace, argAbsTTL)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	f.deferredCount.Store(int64(len(f.deferred)))
+	return nil
+}
+
+// dumpVersion reads the RDB version from a DUMP payload's footer.
+func dumpVersion(p []byte) int {
+	if len(p) < 10 {
+		return 0
+	}
+	f := p[len(p)-10:]
+	return int(f[0]) | int(f[1])<<8
+}
+
+func describe(cmd *stream.Command) string {
+	if cmd.Tx != nil {
+		return fmt.Sprintf("MULTI block of %d commands", len(cmd.Tx))
+	}
+	parts := make([]string, 0, 3)
+	for _, a := range cmd.Args[:min(len(cmd.Args), 3)] {
+		parts = append(parts, strconv.Quote(string(a)))
+	}
+	return strings.Join(parts, " ")
+}
+
+// tempKey returns a key in slot that no client uses: a hash tag chosen to
+// land in that slot, so that RENAME to the real key stays in one slot.
+func tempKey(slot uint16, task string, n int) string {
+	return fmt.Sprintf("__slotmover:{%s}:%s:%d", slotTags()[slot], task, n)
+}
+
+var slotTags = sync.OnceValue(func() *[slots.Count]string {
+	var tags [slots.Count]string
+	left := slots.Count
+	for i := 0; left > 0; i++ {
+		tag := strconv.Itoa(i)
+		if s := slots.ForString(tag); tags[s] == "" {
+			tags[s] = tag
+			left--
+		}
+	}
+	return &tags
+})

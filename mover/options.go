@@ -1,0 +1,135 @@
+package mover
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"time"
+
+	"github.com/slotmover/slotmover/cutover"
+	"github.com/slotmover/slotmover/slots"
+)
+
+// Options configure one move. Zero values take the defaults below.
+type Options struct {
+	TaskID         string // "" for a random one
+	Source, Target Conn
+	Slots          *slots.Set
+
+	// MaxLag is how far (in replication-stream bytes) the target may trail
+	// the source for a cutover to be tried: the fence then has that much to
+	// drain inside the pause.
+	MaxLag int64
+	// PauseBudget is the CLIENT PAUSE timeout: writers on the source wait
+	// at most this long, even if slotmover dies mid-cutover.
+	PauseBudget time.Duration
+	// FenceTimeout bounds the wait for the fence; past it the source is
+	// unpaused and the cutover tried again later.
+	FenceTimeout time.Duration
+	MaxAttempts  int // cutover attempts before giving up and rolling back
+
+	Window         int    // unanswered commands in flight to the target
+	BigKeyElements uint64 // collections with at least this many elements are replayed as chunked commands
+	Chunk          int    // elements per command for big keys
+	Cleanup        cutover.Pace
+
+	SpoolDir      string
+	KeepSyncDelay bool // leave the source's repl-diskless-sync-delay alone
+
+	Logger *slog.Logger
+	// Progress, if set, is called about twice a second from the task's goroutine.
+	Progress func(Progress)
+}
+
+// Defaults.
+const (
+	DefaultMaxLag         = 256 << 10
+	DefaultPauseBudget    = 2 * time.Second
+	DefaultFenceTimeout   = 250 * time.Millisecond
+	DefaultMaxAttempts    = 5
+	DefaultWindow         = 1000
+	DefaultBigKeyElements = 8192
+	DefaultChunk          = 1000
+)
+
+func (o *Options) defaults() {
+	if o.TaskID == "" {
+		var b [6]byte
+		rand.Read(b[:])
+		o.TaskID = hex.EncodeToString(b[:])
+	}
+	if o.MaxLag <= 0 {
+		o.MaxLag = DefaultMaxLag
+	}
+	if o.PauseBudget <= 0 {
+		o.PauseBudget = DefaultPauseBudget
+	}
+	if o.FenceTimeout <= 0 {
+		o.FenceTimeout = DefaultFenceTimeout
+	}
+	if o.FenceTimeout > o.PauseBudget/2 {
+		o.FenceTimeout = o.PauseBudget / 2
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.Window <= 0 {
+		o.Window = DefaultWindow
+	}
+	if o.BigKeyElements == 0 {
+		o.BigKeyElements = DefaultBigKeyElements
+	}
+	if o.Chunk <= 0 {
+		o.Chunk = DefaultChunk
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Progress is a move's state for a progress line or a status query.
+type Progress struct {
+	TaskID        string
+	Phase         Phase
+	KeysCopied    int64
+	BytesCopied   int64
+	BigKeys       int64
+	DeltaCommands int64
+	RDBBytes      int64 // snapshot bytes received from the source
+	Lag           int64 // source offset minus the offset acknowledged by the target; -1 before catch-up
+	Elapsed       time.Duration
+}
+
+// Summary is the outcome of a move; `slotmover move --json` prints it.
+type Summary struct {
+	TaskID          string   `json:"task_id"`
+	Source          string   `json:"source"`
+	Target          string   `json:"target"`
+	Slots           string   `json:"slots"`
+	Result          string   `json:"result"` // moved, refused, rolled_back, cancelled, stuck
+	Phase           Phase    `json:"phase"`
+	Error           string   `json:"error,omitempty"`
+	Repair          []string `json:"repair,omitempty"`
+	KeysCopied      int64    `json:"keys_copied"`
+	BytesCopied     int64    `json:"bytes_copied"`
+	BigKeys         int64    `json:"big_keys"`
+	DeltaCommands   int64    `json:"delta_commands"`
+	KeysResynced    int64    `json:"keys_resynced"` // keys of multi-key writes copied again from the source
+	RDBBytes        int64    `json:"rdb_bytes"`
+	SnapshotMS      int64    `json:"snapshot_ms"`
+	CatchupMS       int64    `json:"catchup_ms"`
+	PauseMS         float64  `json:"pause_ms"`
+	TotalMS         int64    `json:"total_ms"`
+	CutoverAttempts int      `json:"cutover_attempts"`
+	FenceOffset     int64    `json:"fence_offset"`
+	OrphansRemoved  int64    `json:"orphans_removed"`
+}
+
+// Results.
+const (
+	ResultMoved      = "moved"
+	ResultRefused    = "refused"
+	ResultRolledBack = "rolled_back"
+	ResultCancelled  = "cancelled"
+	ResultStuck      = "stuck"
+)

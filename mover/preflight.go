@@ -1,0 +1,175 @@
+package mover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/slots"
+)
+
+// InputError is a refusal before anything changed: the request cannot be
+// carried out as given.
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
+func refuse(format string, args ...any) error {
+	return &InputError{Err: fmt.Errorf(format, args...)}
+}
+
+// participants are the nodes a move talks to, as the preflight found them.
+type participants struct {
+	source, target     *redis.Client
+	sourceID, targetID string
+	others             []*redis.Client // the other masters
+}
+
+func (p *participants) close() {
+	for _, c := range append([]*redis.Client{p.source, p.target}, p.others...) {
+		if c != nil {
+			c.Close()
+		}
+	}
+}
+
+func newClient(c Conn) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr: c.Addr, Username: c.Username, Password: c.Password, TLSConfig: c.TLS,
+		MaxRetries: -1, PoolSize: 4,
+	})
+}
+
+// preflight checks, changing nothing, that the move can be made: both nodes
+// are masters of one cluster, the source owns every chosen slot in every
+// master's view, no chosen slot is migrating or importing anywhere, and the
+// target holds no key in them. Every violation is an InputError.
+func preflight(ctx context.Context, source, target Conn, set *slots.Set) (_ *participants, err error) {
+	p := &participants{source: newClient(source), target: newClient(target)}
+	defer func() {
+		if err != nil {
+			p.close()
+		}
+	}()
+	srcTop, err := reach(ctx, p.source, "source")
+	if err != nil {
+		return nil, err
+	}
+	tgtTop, err := reach(ctx, p.target, "target")
+	if err != nil {
+		return nil, err
+	}
+	p.sourceID, p.targetID = srcTop.Myself.ID, tgtTop.Myself.ID
+	switch {
+	case p.sourceID == p.targetID:
+		return nil, refuse("source and target are the same node (%s)", p.sourceID)
+	case srcTop.ByID(p.targetID) == nil:
+		return nil, refuse("target %s (%s) is not in the source's cluster", target.Addr, p.targetID)
+	case !srcTop.Myself.Is("master"):
+		return nil, refuse("source %s is not a master (it replicates %s)", source.Addr, srcTop.Myself.MasterID)
+	case !tgtTop.Myself.Is("master"):
+		return nil, refuse("target %s is a replica (of %s), not a master", target.Addr, tgtTop.Myself.MasterID)
+	}
+	if missing := notOwned(srcTop.Myself, set); missing != "" {
+		return nil, refuse("source %s does not own slots %s", source.Addr, missing)
+	}
+
+	// Migrating/importing marks show only in a node's own view: ask every master.
+	views := []*cluster.Topology{srcTop, tgtTop}
+	for _, m := range srcTop.Masters() {
+		if m.ID == p.sourceID || m.ID == p.targetID {
+			continue
+		}
+		c := newClient(Conn{Addr: m.Addr, Username: source.Username, Password: source.Password, TLS: source.TLS})
+		p.others = append(p.others, c)
+		top, err := reach(ctx, c, "master")
+		if err != nil {
+			return nil, err
+		}
+		views = append(views, top)
+	}
+	for _, v := range views {
+		me := v.Myself
+		for _, s := range set.Slots() {
+			if to, ok := me.Migrating[s]; ok {
+				return nil, refuse("slot %d is migrating from %s to %s: finish or fix that move first", s, me.Addr, to)
+			}
+			if from, ok := me.Importing[s]; ok {
+				return nil, refuse("slot %d is importing on %s from %s: finish or fix that move first", s, me.Addr, from)
+			}
+			if o := v.Owner(s); o == nil || o.ID != p.sourceID {
+				return nil, refuse("%s does not see the source as the owner of slot %d yet: wait for the cluster to settle", me.Addr, s)
+			}
+		}
+	}
+	if err := noKeysOnTarget(ctx, p.target, set); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// reach loads a node's own view of the cluster; failure to do so is an InputError.
+func reach(ctx context.Context, c *redis.Client, role string) (*cluster.Topology, error) {
+	addr := c.Options().Addr
+	if err := c.Ping(ctx).Err(); err != nil {
+		return nil, refuse("cannot reach %s %s: %w", role, addr, err)
+	}
+	top, err := cluster.Load(ctx, c)
+	if err != nil {
+		if strings.Contains(err.Error(), "cluster support disabled") {
+			return nil, refuse("%s %s is not in cluster mode", role, addr)
+		}
+		return nil, refuse("cannot read the cluster from %s %s: %w", role, addr, err)
+	}
+	return top, nil
+}
+
+func notOwned(n *cluster.Node, set *slots.Set) string {
+	var missing slots.Set
+	for _, s := range set.Slots() {
+		if !n.Slots.Contains(s) {
+			missing.Add(s)
+		}
+	}
+	if missing.Len() == 0 {
+		return ""
+	}
+	return missing.String()
+}
+
+func noKeysOnTarget(ctx context.Context, target *redis.Client, set *slots.Set) error {
+	all := set.Slots()
+	counts := make([]*redis.IntCmd, len(all))
+	_, err := target.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, s := range all {
+			counts[i] = p.ClusterCountKeysInSlot(ctx, int(s))
+		}
+		return nil
+	})
+	if err != nil {
+		return refuse("count keys on target %s: %w", target.Options().Addr, err)
+	}
+	var busy slots.Set
+	var total int64
+	for i, c := range counts {
+		if c.Val() > 0 {
+			busy.Add(all[i])
+			total += c.Val()
+		}
+	}
+	if total > 0 {
+		return refuse("target %s already holds %d keys in slots %s", target.Options().Addr, total, busy.String())
+	}
+	return nil
+}
+
+// isInput reports whether err is a refusal of the request.
+func isInput(err error) bool {
+	var ie *InputError
+	return errors.As(err, &ie)
+}

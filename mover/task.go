@@ -1,0 +1,426 @@
+// Package mover runs one slot move: preflight, importing, snapshot,
+// catch-up, cutover, cleanup, with rollback on failure. The phases and their
+// transitions are in phase.go (no I/O); this file does the work each phase
+// names and reports events to that machine.
+package mover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotmover/slotmover/cutover"
+	"github.com/slotmover/slotmover/stream"
+)
+
+// Run moves opts.Slots from opts.Source to opts.Target. It returns the
+// summary and, unless the slots moved, an error: an *InputError for a
+// refusal (nothing changed), or the cause of a failure, after rollback.
+// Cancelling ctx before the source released the slots rolls the move back.
+func Run(ctx context.Context, opts Options) (Summary, error) {
+	opts.defaults()
+	t := &task{
+		opts:  opts,
+		m:     NewMachine(opts.MaxAttempts),
+		start: time.Now(),
+	}
+	t.log = opts.Logger.With("task", opts.TaskID, "slots", opts.Slots.String())
+	t.sum = Summary{TaskID: opts.TaskID, Source: opts.Source.Addr, Target: opts.Target.Addr, Slots: opts.Slots.String()}
+	err := t.run(ctx)
+	return t.finish(err), err
+}
+
+type task struct {
+	opts  Options
+	log   *slog.Logger
+	m     *Machine
+	sum   Summary
+	start time.Time
+	p     *participants
+
+	mu   sync.Mutex // guards link and app for progress reports
+	link *stream.Link
+	app  *Applier
+
+	keys, bytes, bigKeys, delta, resynced atomic.Int64
+	lag                                   atomic.Int64
+}
+
+// step reports an event to the machine and logs the transition.
+func (t *task) step(ev Event, cause error) {
+	tr, err := t.m.Step(ev, cause)
+	if err != nil {
+		// A runner bug, not a runtime fault: log it loudly, keep the phase.
+		t.log.Error("refused transition", "event", ev, "phase", t.m.Phase, "error", err)
+		return
+	}
+	attrs := []any{"from", tr.From, "to", tr.To, "event", ev}
+	t.mu.Lock()
+	if t.link != nil {
+		attrs = append(attrs, "sync_offset", t.link.Offset)
+	}
+	if t.app != nil {
+		attrs = append(attrs, "applied_offset", t.app.Acked())
+	}
+	t.mu.Unlock()
+	if cause != nil {
+		attrs = append(attrs, "cause", cause)
+	}
+	t.log.Info("transition", attrs...)
+}
+
+func (t *task) run(ctx context.Context) error {
+	p, err := preflight(ctx, t.opts.Source, t.opts.Target, t.opts.Slots)
+	if err != nil {
+		return t.fail(err)
+	}
+	t.p = p
+	defer p.close()
+	t.step(EvPreflightPassed, nil)
+
+	if err := t.setImporting(ctx); err != nil {
+		return t.fail(err)
+	}
+	t.step(EvImportingSet, nil)
+
+	if err := t.copyAndSwitch(ctx); err != nil {
+		return t.fail(err)
+	}
+
+	removed, err := cutover.Cleanup(ctx, p.source, p.targetID, t.opts.Slots, t.opts.Cleanup)
+	t.sum.OrphansRemoved = removed
+	switch {
+	case errors.Is(err, cutover.ErrNowReplica):
+		t.log.Warn("source turned into a replica after losing its last slots; it resyncs from its new master and keeps no orphans", "removed", removed)
+	case err != nil:
+		return t.fail(fmt.Errorf("cleanup of orphaned keys on the source: %w", err))
+	}
+	t.step(EvCleanupDone, nil)
+	return nil
+}
+
+// fail moves the machine to rollback (or stuck) and performs the rollback.
+func (t *task) fail(err error) error {
+	ev := EvFailed
+	if errors.Is(err, context.Canceled) {
+		ev = EvCancel
+	}
+	if t.m.Phase != PhaseRollback {
+		if ev == EvCancel && t.m.Released {
+			ev = EvFailed // too late to cancel: the failure is what it is
+		}
+		t.step(ev, err)
+	}
+	if t.m.Phase != PhaseRollback {
+		return err
+	}
+	// The rollback must run even when ctx was cancelled.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	removed, rerr := cutover.Rollback(ctx, t.p.target, t.opts.Slots, t.opts.Cleanup)
+	if rerr != nil {
+		t.step(EvFailed, rerr)
+		return fmt.Errorf("%w; rollback failed: %w", err, rerr)
+	}
+	t.log.Info("rolled back: target purged and its slots stable", "keys_removed", removed)
+	t.step(EvRolledBack, nil)
+	return err
+}
+
+// setImporting marks every chosen slot IMPORTING from the source on the target.
+func (t *task) setImporting(ctx context.Context) error {
+	cmds, err := t.p.target.Pipelined(ctx, func(pl redis.Pipeliner) error {
+		for _, s := range t.opts.Slots.Slots() {
+			pl.Do(ctx, "CLUSTER", "SETSLOT", s, "IMPORTING", t.p.sourceID)
+		}
+		return nil
+	})
+	if err != nil {
+		for _, c := range cmds {
+			if c.Err() != nil {
+				return fmt.Errorf("%s on target %s: %w", c.String(), t.opts.Target.Addr, c.Err())
+			}
+		}
+		return fmt.Errorf("set slots importing on target %s: %w", t.opts.Target.Addr, err)
+	}
+	return nil
+}
+
+// copyAndSwitch runs the snapshot and catch-up phases and the cutover
+// attempts. It returns nil once ownership has switched.
+func (t *task) copyAndSwitch(ctx context.Context) error {
+	targetVersion, err := targetRDBVersion(ctx, t.p.target, t.opts.Slots.Slots()[0])
+	if err != nil {
+		return err
+	}
+	keyTable, err := stream.LoadKeyTable(ctx, t.p.source)
+	if err != nil {
+		return fmt.Errorf("load the source's command table: %w", err)
+	}
+	link, err := stream.Open(ctx, stream.Config{
+		Addr: t.opts.Source.Addr, Username: t.opts.Source.Username, Password: t.opts.Source.Password,
+		TLS: t.opts.Source.TLS, SpoolDir: t.opts.SpoolDir, KeepSyncDelay: t.opts.KeepSyncDelay,
+		Logger: t.log,
+	})
+	if err != nil {
+		return err
+	}
+	app, err := Dial(ctx, t.opts.Target, t.opts.Window, -1)
+	if err != nil {
+		link.Close()
+		return err
+	}
+	t.mu.Lock()
+	t.link, t.app = link, app
+	t.mu.Unlock()
+
+	feedCtx, stopFeed := context.WithCancel(ctx)
+	snapDone := make(chan struct{})
+	feedErr := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	f := &feeder{
+		task: t, link: link, app: app, keyTable: keyTable, targetVersion: targetVersion,
+		source: t.p.source, deferred: map[string]uint64{}, resyncs: map[string]*pendingResync{},
+	}
+	go func() {
+		defer wg.Done()
+		feedErr <- f.run(feedCtx, snapDone)
+	}()
+	defer func() {
+		stopFeed()
+		link.Close()
+		app.Close()
+		wg.Wait()
+		st := link.Stats()
+		t.sum.RDBBytes = st.RDBBytes
+	}()
+	return t.catchUpAndSwitch(ctx, link, f, snapDone, feedErr)
+}
+
+func (t *task) catchUpAndSwitch(ctx context.Context, link *stream.Link, f *feeder, snapDone <-chan struct{}, feedErr <-chan error) error {
+	app := f.app
+	snapStart := time.Now()
+	var catchupStart time.Time
+	lagTick := time.NewTicker(20 * time.Millisecond)
+	defer lagTick.Stop()
+	progressTick := time.NewTicker(500 * time.Millisecond)
+	defer progressTick.Stop()
+	t.lag.Store(-1)
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-feedErr:
+			if err == nil {
+				err = errors.New("replication stream ended")
+			}
+			return err
+		case <-snapDone:
+			snapDone = nil
+			t.sum.SnapshotMS = time.Since(snapStart).Milliseconds()
+			catchupStart = time.Now()
+			t.step(EvSnapshotApplied, nil)
+		case <-progressTick.C:
+			t.report()
+		case <-lagTick.C:
+			if t.m.Phase != PhaseCatchUp {
+				continue
+			}
+			off, replid, err := sourceOffset(ctx, t.p.source)
+			if err != nil {
+				return err
+			}
+			if replid != link.ReplID {
+				return fmt.Errorf("the source's replication ID changed from %s to %s (restart or failover): the stream is no longer the source's history", link.ReplID, replid)
+			}
+			lag := off - app.Acked()
+			t.lag.Store(lag)
+			if lag > t.opts.MaxLag || f.deferredCount.Load() > 0 {
+				continue
+			}
+			t.step(EvLagLow, nil)
+			done, err := t.cutover(ctx, f)
+			t.sum.CatchupMS = time.Since(catchupStart).Milliseconds()
+			if done || err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// cutover makes one attempt. It reports whether ownership switched; a missed
+// fence with attempts left is neither done nor an error.
+func (t *task) cutover(ctx context.Context, f *feeder) (bool, error) {
+	others := t.p.others
+	res, err := cutover.Switch(ctx, cutover.Nodes{
+		Source: t.p.source, Target: t.p.target, SourceID: t.p.sourceID, TargetID: t.p.targetID, Others: others,
+	}, cutover.Plan{Slots: t.opts.Slots, PauseBudget: t.opts.PauseBudget, FenceTimeout: t.opts.FenceTimeout},
+		func(ctx context.Context, off int64) error {
+			if err := f.app.Wait(ctx, off); err != nil {
+				return err
+			}
+			// Keys waiting for a resync are not on the target yet; their
+			// marker cannot reach the paused source.
+			if n := f.deferredCount.Load(); n > 0 {
+				return fmt.Errorf("%w: %d keys wait for a resync", cutover.ErrFenceMissed, n)
+			}
+			return nil
+		})
+	t.sum.CutoverAttempts = t.m.Attempts
+	t.sum.PauseMS = float64(res.Pause.Microseconds()) / 1000
+	t.sum.FenceOffset = res.Fence
+	t.log.Info("cutover attempt", "attempt", t.m.Attempts, "fence", res.Fence, "pause", res.Pause, "fence_wait", res.FenceWait, "release", res.Release, "claim", res.Claim, "released", res.Released, "error", err)
+	if res.Released {
+		t.step(EvSourceReleased, nil)
+		if err != nil {
+			return false, err
+		}
+		t.step(EvSwitched, nil)
+		return true, nil
+	}
+	if errors.Is(err, cutover.ErrFenceMissed) {
+		t.step(EvFenceMissed, err)
+		if t.m.Phase == PhaseRollback {
+			return false, t.m.Cause
+		}
+		return false, nil
+	}
+	return false, err
+}
+
+func (t *task) report() {
+	if t.opts.Progress == nil {
+		return
+	}
+	p := Progress{
+		TaskID: t.opts.TaskID, Phase: t.m.Phase,
+		KeysCopied: t.keys.Load(), BytesCopied: t.bytes.Load(), BigKeys: t.bigKeys.Load(),
+		DeltaCommands: t.delta.Load(), Lag: t.lag.Load(), Elapsed: time.Since(t.start),
+	}
+	t.mu.Lock()
+	if t.link != nil {
+		p.RDBBytes = t.link.Stats().RDBBytes
+	}
+	t.mu.Unlock()
+	t.opts.Progress(p)
+}
+
+// finish fills the summary from the machine's final state.
+func (t *task) finish(err error) Summary {
+	t.report()
+	s := &t.sum
+	s.Phase = t.m.Phase
+	s.KeysCopied, s.BytesCopied, s.BigKeys, s.DeltaCommands = t.keys.Load(), t.bytes.Load(), t.bigKeys.Load(), t.delta.Load()
+	s.TotalMS = time.Since(t.start).Milliseconds()
+	switch {
+	case err == nil:
+		s.Result = ResultMoved
+	case isInput(err):
+		s.Result = ResultRefused
+	case t.m.Phase == PhaseCancelled:
+		s.Result = ResultCancelled
+	case t.m.Phase == PhaseStuck:
+		s.Result = ResultStuck
+		s.Repair = t.repair()
+	default:
+		s.Result = ResultRolledBack
+	}
+	if err != nil {
+		s.Error = err.Error()
+	}
+	t.log.Info("move finished", "result", s.Result, "keys", s.KeysCopied, "pause_ms", s.PauseMS, "total_ms", s.TotalMS, "error", s.Error)
+	return *s
+}
+
+// repair says what is left after a failure the task could not undo, and the
+// commands that finish the job.
+func (t *task) repair() []string {
+	src, tgt := hostPort(t.opts.Source.Addr), hostPort(t.opts.Target.Addr)
+	var out []string
+	forEach := func(host, cmd string) {
+		for _, r := range t.opts.Slots.Ranges() {
+			out = append(out, fmt.Sprintf("for s in $(seq %d %d); do redis-cli %s %s; done", r.Start, r.End, host, cmd))
+		}
+	}
+	switch {
+	case !t.m.Released:
+		out = append(out, "The source still owns the slots and was never changed. The target may still hold copied keys and IMPORTING marks:")
+		out = append(out, fmt.Sprintf("redis-cli --cluster fix %s   # or remove the keys of the slots on the target, then:", t.opts.Target.Addr))
+		forEach(tgt, "CLUSTER SETSLOT $s STABLE")
+	case t.m.Phase == PhaseStuck && t.sum.OrphansRemoved == 0 && !strings.Contains(t.m.Cause.Error(), "cleanup"):
+		out = append(out, "The source released the slots but the target may not have claimed them. Finish the switch:")
+		forEach(tgt, "CLUSTER SETSLOT $s NODE "+t.p.targetID)
+		out = append(out, "Then remove the orphaned keys from the source (next lines).")
+		fallthrough
+	default:
+		out = append(out, "The target owns the slots. The source keeps orphaned keys of them; remove them, paced:")
+		forEach(src, "CLUSTER SETSLOT $s IMPORTING "+t.p.targetID)
+		out = append(out, fmt.Sprintf("# then, per slot: redis-cli %s CLUSTER GETKEYSINSLOT <s> 1000, and ASKING + UNLINK of those keys, until none are left", src))
+		forEach(src, "CLUSTER SETSLOT $s STABLE")
+	}
+	return out
+}
+
+func hostPort(addr string) string {
+	host, port, ok := strings.Cut(addr, ":")
+	if !ok {
+		return "-h " + addr
+	}
+	return "-h " + host + " -p " + port
+}
+
+// sourceOffset reads master_repl_offset and master_replid.
+func sourceOffset(ctx context.Context, c *redis.Client) (int64, string, error) {
+	info, err := c.Info(ctx, "replication").Result()
+	if err != nil {
+		return 0, "", fmt.Errorf("INFO replication on source %s: %w", c.Options().Addr, err)
+	}
+	var off int64 = -1
+	var replid string
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "master_repl_offset:"); ok {
+			fmt.Sscan(v, &off)
+		}
+		if v, ok := strings.CutPrefix(line, "master_replid:"); ok {
+			replid = v
+		}
+	}
+	if off < 0 || replid == "" {
+		return 0, "", fmt.Errorf("INFO replication on source %s: no offset or replid", c.Options().Addr)
+	}
+	return off, replid, nil
+}
+
+// targetRDBVersion finds the RDB version the target writes, from the footer
+// of a DUMP of a scratch key in a slot it imports: RESTORE refuses payloads
+// of a newer version, so those keys must be replayed as commands.
+func targetRDBVersion(ctx context.Context, target *redis.Client, slot uint16) (int, error) {
+	key := tempKey(slot, "rdbversion", 0)
+	var dump *redis.StringCmd
+	_, err := target.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Do(ctx, "ASKING")
+		p.Set(ctx, key, "x", 0)
+		p.Do(ctx, "ASKING")
+		dump = p.Dump(ctx, key)
+		p.Do(ctx, "ASKING")
+		p.Del(ctx, key)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("find the target's RDB version: %w", err)
+	}
+	payload := dump.Val()
+	if len(payload) < 10 {
+		return 0, fmt.Errorf("find the target's RDB version: DUMP payload too short")
+	}
+	footer := payload[len(payload)-10:]
+	return int(footer[0]) | int(footer[1])<<8, nil
+}

@@ -1,0 +1,191 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotmover/slotmover/mover"
+	"github.com/slotmover/slotmover/tests/harness"
+)
+
+var slotmoverBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "slotmover-bin-")
+	if err != nil {
+		panic(err)
+	}
+	slotmoverBin = filepath.Join(dir, "slotmover")
+	if out, err := exec.Command("go", "build", "-o", slotmoverBin, "../cmd/slotmover").CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		panic("build slotmover: " + err.Error() + "\n" + string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// runCLI runs `slotmover args…` and returns its exit code, stdout and stderr.
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, slotmoverBin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("run slotmover: %v", err)
+	}
+	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
+}
+
+// Each bad request is refused with exit code 2 and a clear message, and
+// leaves the cluster exactly as it was.
+func TestBadInputChangesNothing(t *testing.T) {
+	c := fourMasters(t)
+	ctx := context.Background()
+	cc := c.Client()
+	defer cc.Close()
+	load(t, cc, 5000, mustSlots(t, "0-5460"))
+
+	// A master outside the cluster, and a replica inside it.
+	outsider := harness.ServerT(t, harness.Options{Cluster: true})
+	replica := harness.ServerT(t, harness.Options{Cluster: true})
+	first := c.Nodes[0].Client()
+	defer first.Close()
+	if err := first.ClusterMeet(ctx, "127.0.0.1", strings.Split(replica.Addr, ":")[1]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rc := replica.Client()
+	defer rc.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for rc.ClusterReplicate(ctx, c.IDs[1]).Err() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("replica never joined")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	c.Nodes = append(c.Nodes, replica)
+	if err := c.WaitHealthy(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	second := c.Nodes[1].Client()
+	defer second.Close()
+	for rc.DBSize(ctx).Val() != second.DBSize(ctx).Val() {
+		if time.Now().After(deadline) {
+			t.Fatal("replica never synced")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// The empty master holds an orphan key of slot 100 (left by a crash, say).
+	empty := c.Nodes[3].Client()
+	defer empty.Close()
+	orphan := tagIn(mustSlots(t, "100"), 9) + "orphan"
+	empty.Do(ctx, "CLUSTER", "SETSLOT", 100, "IMPORTING", c.IDs[0])
+	empty.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Do(ctx, "ASKING")
+		p.Set(ctx, orphan, "x", 0)
+		return nil
+	})
+	empty.Do(ctx, "CLUSTER", "SETSLOT", 100, "STABLE")
+	// A slot already migrating elsewhere.
+	second.Do(ctx, "CLUSTER", "SETSLOT", 6000, "MIGRATING", c.IDs[2])
+
+	before, err := c.Fingerprint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, dst := c.Nodes[0].Addr, c.Nodes[3].Addr
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no flags", nil, "required"},
+		{"slot not owned by the source", []string{"--source", src, "--target", dst, "--slots", "6000-6001"}, "does not own slots 6000-6001"},
+		{"malformed spec", []string{"--source", src, "--target", dst, "--slots", "1-x"}, "not a slot number"},
+		{"overlapping spec", []string{"--source", src, "--target", dst, "--slots", "0-10,5-20"}, "overlap"},
+		{"out-of-range slot", []string{"--source", src, "--target", dst, "--slots", "16384"}, "out of range"},
+		{"source is target", []string{"--source", src, "--target", src, "--slots", "0-10"}, "same node"},
+		{"target not in the cluster", []string{"--source", src, "--target", outsider.Addr, "--slots", "0-10"}, "not in the source's cluster"},
+		{"replica as target", []string{"--source", src, "--target", replica.Addr, "--slots", "0-10"}, "is a replica"},
+		{"unreachable source", []string{"--source", "127.0.0.1:1", "--target", dst, "--slots", "0-10"}, "cannot reach source"},
+		{"unreachable target", []string{"--source", src, "--target", "127.0.0.1:1", "--slots", "0-10"}, "cannot reach target"},
+		{"target holds keys there", []string{"--source", src, "--target", dst, "--slots", "0-5460"}, "already holds 1 keys in slots 100"},
+		{"slot migrating elsewhere", []string{"--source", c.Nodes[1].Addr, "--target", dst, "--slots", "6000"}, "slot 6000 is migrating"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, append([]string{"move", "--json"}, tc.args...)...)
+			if code != 2 || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("exit %d, want 2 with %q; stdout %s; stderr %s", code, tc.want, stdout, stderr)
+			}
+			after, err := c.Fingerprint(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after != before {
+				t.Fatalf("the cluster changed:\nbefore\n%s\nafter\n%s", before, after)
+			}
+		})
+	}
+}
+
+// A move that runs out of cutover attempts rolls back (exit 1) and leaves
+// the cluster as it was; so does a cancelled one.
+func TestFailedMoveRollsBack(t *testing.T) {
+	c := fourMasters(t)
+	ctx := context.Background()
+	cc := c.Client()
+	defer cc.Close()
+	load(t, cc, 20_000, mustSlots(t, "0-5460"))
+	before, err := c.Fingerprint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A fence timeout of 1ns can never be met.
+	code, stdout, stderr := runCLI(t, "move", "--json", "--source", c.Nodes[0].Addr, "--target", c.Nodes[3].Addr,
+		"--slots", "0-5460", "--fence-timeout", "1ns", "--max-attempts", "2")
+	if code != 1 || !strings.Contains(stdout, `"result":"rolled_back"`) || !strings.Contains(stderr, "cutover failed 2 times") {
+		t.Fatalf("exit %d; stdout %s; stderr %s", code, stdout, stderr)
+	}
+	after, err := c.Fingerprint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Fatalf("the cluster changed:\nbefore\n%s\nafter\n%s", before, after)
+	}
+
+	cctx, cancel := context.WithCancel(ctx)
+	var sum mover.Summary
+	sum, err = mover.Run(cctx, mover.Options{
+		Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
+		Slots: mustSlots(t, "0-5460"), Logger: testLogger(t),
+		Progress: func(p mover.Progress) {
+			if p.Phase == mover.PhaseSnapshot || p.Phase == mover.PhaseCatchUp {
+				cancel()
+			}
+		},
+		FenceTimeout: time.Nanosecond, MaxAttempts: 1000,
+	})
+	cancel()
+	if !errors.Is(err, context.Canceled) || sum.Result != mover.ResultCancelled {
+		t.Fatalf("cancelled move: %s, %v", sum.Result, err)
+	}
+	if after, _ := c.Fingerprint(ctx); after != before {
+		t.Fatalf("the cluster changed after a cancel:\nbefore\n%s\nafter\n%s", before, after)
+	}
+}

@@ -1,0 +1,171 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/slotmover/slotmover/mover"
+	"github.com/slotmover/slotmover/slots"
+	"github.com/slotmover/slotmover/tests/harness"
+)
+
+// moveAndCheck moves set from node src to node dst of c with the library
+// (the code path of `slotmover move`) and checks the outcome against the
+// data: every moved key is on dst as it was, none is left on src, every
+// node agrees on the owner, and redis-cli --cluster check is clean.
+func moveAndCheck(t *testing.T, c *harness.Cluster, src, dst int, set *slots.Set, keys []string) mover.Summary {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cc := c.Client()
+	defer cc.Close()
+	moved := keysIn(keys, set)
+	before, err := harness.Capture(ctx, cc, moved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := mover.Run(ctx, mover.Options{
+		Source: mover.Conn{Addr: c.Nodes[src].Addr},
+		Target: mover.Conn{Addr: c.Nodes[dst].Addr},
+		Slots:  set,
+		Logger: testLogger(t),
+	})
+	if err != nil || sum.Result != mover.ResultMoved {
+		t.Fatalf("move %s from %s to %s: %s: %v", set, c.Nodes[src].Addr, c.Nodes[dst].Addr, sum.Result, err)
+	}
+	if err := c.WaitOwner(ctx, set, c.IDs[dst], 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	target := c.Nodes[dst].Client()
+	defer target.Close()
+	if err := before.Compare(ctx, target); err != nil {
+		t.Fatalf("on the target itself: %v", err)
+	}
+	source := c.Nodes[src].Client()
+	defer source.Close()
+	if role, _ := source.Do(ctx, "ROLE").Slice(); len(role) > 0 && role[0] == "slave" {
+		t.Logf("source %s turned into a replica after losing its last slots (replica migration)", c.Nodes[src].Addr)
+	} else {
+		for _, s := range set.Slots() {
+			if n, err := source.ClusterCountKeysInSlot(ctx, int(s)).Result(); err != nil || n != 0 {
+				t.Fatalf("source keeps %d keys of slot %d (%v)", n, s, err)
+			}
+		}
+	}
+	if err := harness.CheckWithRedisCli(ctx, c.Nodes[dst].Addr); err != nil {
+		t.Fatal(err)
+	}
+	if sum.KeysCopied < int64(len(moved)) || sum.TotalMS <= 0 || sum.CutoverAttempts < 1 {
+		t.Fatalf("summary does not add up (%d keys in the slots): %+v", len(moved), sum)
+	}
+	t.Logf("moved %s: %d keys (%d big) in %d ms, snapshot %d ms, pause %.1f ms, %d delta commands, %d orphans removed",
+		set, sum.KeysCopied, sum.BigKeys, sum.TotalMS, sum.SnapshotMS, sum.PauseMS, sum.DeltaCommands, sum.OrphansRemoved)
+	return sum
+}
+
+// The whole shard of the first master moves to the empty one while a
+// client writes to every slot; then back; then again.
+func TestMoveShardUnderLoadBackAndAgain(t *testing.T) {
+	c := fourMasters(t)
+	cc := c.Client()
+	defer cc.Close()
+	set := mustSlots(t, "0-5460")
+	keys := load(t, cc, 50_000, set)
+	ctx := context.Background()
+	errsBefore, err := c.ErrorStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startWriter(cc, 2_000_000)
+	sum := moveAndCheck(t, c, 0, 3, set, keys)
+	if sum.BigKeys < 5 || sum.OrphansRemoved < int64(len(keysIn(keys, set))) {
+		t.Fatalf("big keys %d, orphans removed %d", sum.BigKeys, sum.OrphansRemoved)
+	}
+	back := 0
+	first := c.Nodes[0].Client()
+	if role, _ := first.Do(ctx, "ROLE").Slice(); len(role) > 0 && role[0] == "slave" {
+		back = 1 // the drained master became a replica: move to another master
+	}
+	first.Close()
+	moveAndCheck(t, c, 3, back, set, keys)
+	moveAndCheck(t, c, back, 3, set, keys)
+	ops := w.finish(t)
+	errsAfter, err := c.ErrorStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"ASK", "TRYAGAIN"} {
+		if errsAfter[kind] != errsBefore[kind] {
+			t.Errorf("%s errors went from %d to %d during the moves", kind, errsBefore[kind], errsAfter[kind])
+		}
+	}
+	if ops < 100 {
+		t.Fatalf("the writer managed only %d writes", ops)
+	}
+	t.Logf("writer: %d acknowledged writes, none lost; error stats %v", ops, errsAfter)
+}
+
+// A spec of several ranges and single slots, spread over two sources' data.
+func TestMoveMultiRange(t *testing.T) {
+	c := fourMasters(t)
+	cc := c.Client()
+	defer cc.Close()
+	set := mustSlots(t, "100-200,3000,5000-5100")
+	keys := load(t, cc, 50_000, set)
+	w := startWriter(cc, 1_000_000)
+	moveAndCheck(t, c, 0, 3, set, keys)
+	w.finish(t)
+}
+
+// Two moves into the same target from different sources at once.
+func TestConcurrentMovesToOneTarget(t *testing.T) {
+	c := fourMasters(t)
+	cc := c.Client()
+	defer cc.Close()
+	a, b := mustSlots(t, "0-2000"), mustSlots(t, "6000-8000")
+	keys := load(t, cc, 20_000, a)
+	ctx := context.Background()
+	moved := append(keysIn(keys, a), keysIn(keys, b)...)
+	before, err := harness.Capture(ctx, cc, moved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startWriter(cc, 1_000_000)
+	done := make(chan error, 2)
+	for _, m := range []struct {
+		src int
+		set *slots.Set
+	}{{0, a}, {1, b}} {
+		go func() {
+			sum, err := mover.Run(ctx, mover.Options{
+				Source: mover.Conn{Addr: c.Nodes[m.src].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
+				Slots: m.set, Logger: testLogger(t),
+			})
+			if err == nil && sum.Result != mover.ResultMoved {
+				err = fmt.Errorf("result %s", sum.Result)
+			}
+			done <- err
+		}()
+	}
+	for i := 0; i < 2; i++ {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.finish(t)
+	for _, set := range []*slots.Set{a, b} {
+		if err := c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	target := c.Nodes[3].Client()
+	defer target.Close()
+	if err := before.Compare(ctx, target); err != nil {
+		t.Fatalf("on the target itself: %v", err)
+	}
+	if err := harness.CheckWithRedisCli(ctx, c.Nodes[3].Addr); err != nil {
+		t.Fatal(err)
+	}
+}
