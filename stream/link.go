@@ -81,7 +81,7 @@ type Link struct {
 	consumed atomic.Int64  // command-stream bytes handed to the consumer
 	kick     chan struct{} // asks the acker for an ACK now
 
-	writeMu sync.Mutex // REPLCONF ACKs come from two goroutines
+	writeMu sync.Mutex    // REPLCONF ACKs come from two goroutines
 	done    chan struct{} // closed on the first failure or Close
 	wg      sync.WaitGroup
 	errOnce sync.Once
