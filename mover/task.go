@@ -318,6 +318,7 @@ func (t *task) finish(err error) Summary {
 	t.report()
 	s := &t.sum
 	s.Phase = t.m.Phase
+	s.KeysResynced = t.resynced.Load()
 	s.KeysCopied, s.BytesCopied, s.BigKeys, s.DeltaCommands = t.keys.Load(), t.bytes.Load(), t.bigKeys.Load(), t.delta.Load()
 	s.TotalMS = time.Since(t.start).Milliseconds()
 	switch {

@@ -1,0 +1,193 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotmover/slotmover/mover"
+	"github.com/slotmover/slotmover/tests/harness"
+)
+
+// mirrored runs every operation on the cluster and on a standalone mirror,
+// so that the mirror holds what the cluster must hold afterwards.
+type mirrored struct {
+	cc     *redis.ClusterClient
+	mirror *redis.Client
+	keys   map[string]bool
+}
+
+func (m *mirrored) do(ctx context.Context, keys []string, op func(c redis.Cmdable) error) error {
+	for _, k := range keys {
+		m.keys[k] = true
+	}
+	if err := op(m.cc); err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	return op(m.mirror)
+}
+
+// Multi-key writes on moving slots (which an importing target refuses
+// unless every key exists), MULTI blocks and scripts, all through the move:
+// the target ends exactly like a mirror that saw the same writes.
+func TestMultiKeyWritesDuringMove(t *testing.T) {
+	c := fourMasters(t)
+	ctx := context.Background()
+	cc := c.Client()
+	defer cc.Close()
+	set := mustSlots(t, "0-5460")
+	load(t, cc, 10_000, set)
+	mirror := harness.ServerT(t, harness.Options{}).Client()
+	defer mirror.Close()
+	m := &mirrored{cc: cc, mirror: mirror, keys: map[string]bool{}}
+	var tags []string
+	for i := 0; i < 8; i++ {
+		tags = append(tags, tagIn(set, 100+i))
+	}
+	script := redis.NewScript(`redis.call('INCR', KEYS[1]); redis.call('RPUSH', KEYS[2], ARGV[1]); return 1`)
+
+	opsCtx, stopOps := context.WithTimeout(ctx, 2*time.Minute)
+	defer stopOps()
+	opsErr := make(chan error, 1)
+	go func() {
+		var err error
+		for i := 0; i < 200_000 && opsCtx.Err() == nil && err == nil; i++ {
+			t := tags[i%len(tags)]
+			k := func(name string) string { return t + name }
+			n := fmt.Sprint(i)
+			switch i % 9 {
+			case 0:
+				err = m.do(ctx, []string{k("a"), k("b")}, func(c redis.Cmdable) error {
+					if err := c.Set(ctx, k("a"), n, 0).Err(); err != nil {
+						return err
+					}
+					return c.Rename(ctx, k("a"), k("b")).Err()
+				})
+			case 1:
+				err = m.do(ctx, []string{k("l1"), k("l2")}, func(c redis.Cmdable) error {
+					if err := c.RPush(ctx, k("l1"), n, n+"x").Err(); err != nil {
+						return err
+					}
+					return c.LMove(ctx, k("l1"), k("l2"), "LEFT", "RIGHT").Err()
+				})
+			case 2:
+				err = m.do(ctx, []string{k("s1"), k("s2"), k("u")}, func(c redis.Cmdable) error {
+					if err := c.SAdd(ctx, k("s1"), n).Err(); err != nil {
+						return err
+					}
+					return c.SUnionStore(ctx, k("u"), k("s1"), k("s2")).Err()
+				})
+			case 3:
+				err = m.do(ctx, []string{k("c1"), k("c2")}, func(c redis.Cmdable) error {
+					_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+						p.Incr(ctx, k("c1"))
+						p.IncrBy(ctx, k("c2"), 2)
+						return nil
+					})
+					return err
+				})
+			case 4:
+				err = m.do(ctx, []string{k("x"), k("y")}, func(c redis.Cmdable) error {
+					return c.MSet(ctx, k("x"), n, k("y"), n).Err()
+				})
+			case 5:
+				err = m.do(ctx, []string{k("x"), k("y")}, func(c redis.Cmdable) error {
+					return c.Del(ctx, k("x"), k("y")).Err()
+				})
+			case 6:
+				err = m.do(ctx, []string{k("s1"), k("s2")}, func(c redis.Cmdable) error {
+					return c.SMove(ctx, k("s1"), k("s2"), n).Err()
+				})
+			case 7:
+				err = m.do(ctx, []string{k("c1"), k("sl")}, func(c redis.Cmdable) error {
+					return script.Run(ctx, c, []string{k("c1"), k("sl")}, n).Err()
+				})
+			case 8:
+				err = m.do(ctx, []string{k("b"), k("copy")}, func(c redis.Cmdable) error {
+					return c.Copy(ctx, k("b"), k("copy"), 0, true).Err()
+				})
+			}
+		}
+		opsErr <- err
+	}()
+
+	time.Sleep(200 * time.Millisecond) // some writes before the sync
+	sum, err := mover.Run(ctx, mover.Options{
+		Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
+		Slots: set, Logger: testLogger(t),
+	})
+	time.Sleep(200 * time.Millisecond) // and some after the switch
+	stopOps()
+	if err := <-opsErr; err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		t.Fatalf("workload: %v", err)
+	}
+	if err != nil || sum.Result != mover.ResultMoved {
+		t.Fatalf("move: %s: %v", sum.Result, err)
+	}
+	if sum.KeysResynced == 0 {
+		t.Fatalf("no key was resynced: the multi-key path was not exercised (%+v)", sum)
+	}
+	var keys []string
+	for k := range m.keys {
+		keys = append(keys, k)
+	}
+	target := c.Nodes[3].Client()
+	defer target.Close()
+	if err := harness.CompareKeys(ctx, mirror, target, keys); err != nil {
+		t.Fatalf("target differs from the mirror: %v", err)
+	}
+	t.Logf("%d keys resynced, %d delta commands", sum.KeysResynced, sum.DeltaCommands)
+}
+
+// FLUSHALL on the source during the move cancels it, with rollback.
+func TestFlushAllCancelsMove(t *testing.T) {
+	c := fourMasters(t)
+	ctx := context.Background()
+	cc := c.Client()
+	defer cc.Close()
+	load(t, cc, 5000, mustSlots(t, "0-5460"))
+	source := c.Nodes[0].Client()
+	defer source.Close()
+	flushed := false
+	sum, err := mover.Run(ctx, mover.Options{
+		Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
+		Slots: mustSlots(t, "0-5460"), Logger: testLogger(t),
+		// A fence that is never met keeps the move in catch-up.
+		FenceTimeout: time.Nanosecond, MaxAttempts: 1_000_000,
+		Progress: func(p mover.Progress) {
+			if p.Phase == mover.PhaseCatchUp && !flushed {
+				flushed = true
+				source.FlushAll(ctx)
+			}
+		},
+	})
+	if !errors.Is(err, mover.ErrSourceFlushed) || sum.Result != mover.ResultRolledBack {
+		t.Fatalf("move: %s: %v", sum.Result, err)
+	}
+	target := c.Nodes[3].Client()
+	defer target.Close()
+	if n := target.DBSize(ctx).Val(); n != 0 {
+		t.Fatalf("target keeps %d keys after the rollback", n)
+	}
+	if err := c.WaitOwner(ctx, mustSlots(t, "0-5460"), c.IDs[0], 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The README's first command: the demo moves slots on a cluster it starts.
+func TestDemo(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "demo", "--keys", "5000")
+	var sum mover.Summary
+	if code != 0 || json.Unmarshal([]byte(stdout), &sum) != nil || sum.Result != mover.ResultMoved || sum.KeysCopied < 1000 {
+		t.Fatalf("demo: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, ", 0 lost") {
+		t.Fatalf("demo did not report its writes: %s", stderr)
+	}
+}
