@@ -32,6 +32,10 @@ func main() {
 		code = moveCmd(os.Args[2:])
 	case "demo":
 		code = demoCmd(os.Args[2:])
+	case "bench":
+		code = benchCmd(os.Args[2:])
+	case "soak":
+		code = soakCmd(os.Args[2:])
 	case "-h", "--help", "help":
 		usage()
 	default:
@@ -48,5 +52,9 @@ func usage() {
       move hash slots online; 'slotmover move -h' lists the tunables
   slotmover demo
       start a local 4-master cluster, load sample keys, move slots 0-5460, print the summary
+  slotmover bench [flags]
+      compare slotmover with redis-cli --cluster reshard on fresh local clusters
+  slotmover soak --cluster HOST:PORT --duration D [flags]
+      move slots back and forth under a checked workload; report lost writes
 `)
 }
