@@ -205,7 +205,10 @@ func (f *feeder) applyOne(u *stream.Command) error {
 	if u.Class != stream.ClassKeyed || !f.opts.Slots.Contains(u.Slot) {
 		return nil
 	}
-	f.delta.Add(1)
+	if n := f.delta.Add(1); n == f.opts.Faults.DropDelta {
+		f.log.Warn("fault: dropping a stream command", "command", u.Name(), "offset", u.Start)
+		return nil
+	}
 	keys := distinctKeys(u)
 	if len(keys) == 1 {
 		if f.deferred[string(keys[0])] != 0 {

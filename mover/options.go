@@ -39,6 +39,16 @@ type Options struct {
 	Logger *slog.Logger
 	// Progress, if set, is called about twice a second from the task's goroutine.
 	Progress func(Progress)
+
+	// Faults break the move on purpose, so that tests can show their
+	// checkers catch a broken mover. Never set them in production.
+	Faults Faults
+}
+
+// Faults are deliberate bugs for checker tests.
+type Faults struct {
+	DropDelta int64 // drop the Nth command applied from the stream (1-based; 0 for none)
+	SkipFence bool  // switch ownership without waiting for the target to catch up
 }
 
 // Defaults.
