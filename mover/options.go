@@ -33,8 +33,8 @@ type Options struct {
 	Chunk          int    // elements per command for big keys
 	Cleanup        cutover.Pace
 
-	SpoolDir      string
-	KeepSyncDelay bool // leave the source's repl-diskless-sync-delay alone
+	SpoolDir         string
+	KeepSourceConfig bool // leave the source's repl-diskless-sync-delay and rdbcompression alone during the sync
 
 	Logger *slog.Logger
 	// Progress, if set, is called about twice a second from the task's goroutine.

@@ -166,7 +166,7 @@ func (t *task) copyAndSwitch(ctx context.Context) error {
 	}
 	link, err := stream.Open(ctx, stream.Config{
 		Addr: t.opts.Source.Addr, Username: t.opts.Source.Username, Password: t.opts.Source.Password,
-		TLS: t.opts.Source.TLS, SpoolDir: t.opts.SpoolDir, KeepSyncDelay: t.opts.KeepSyncDelay,
+		TLS: t.opts.Source.TLS, SpoolDir: t.opts.SpoolDir, KeepSourceConfig: t.opts.KeepSourceConfig,
 		Logger: t.log,
 	})
 	if err != nil {

@@ -36,10 +36,11 @@ type Config struct {
 	// lists it for this link in INFO replication.
 	ListeningPort int
 
-	// KeepSyncDelay leaves the source's repl-diskless-sync-delay alone. By
-	// default it is lowered to 0 for the sync and restored afterwards: the
-	// 5 s default would delay every move by that much.
-	KeepSyncDelay bool
+	// KeepSourceConfig leaves the source's settings alone. By default
+	// repl-diskless-sync-delay is set to 0 (the 5 s default would delay every
+	// move by that much) and rdbcompression to no for the sync, and both are
+	// restored once the snapshot has arrived.
+	KeepSourceConfig bool
 
 	SpoolDir    string        // where spools spill; "" for the system temp dir
 	SpoolMemory int           // bytes each spool keeps in memory; 0 for 64 MiB
@@ -86,7 +87,7 @@ type Link struct {
 	wg      sync.WaitGroup
 	errOnce sync.Once
 	err     error
-	delay   *delayLease
+	tuned   *configLease
 }
 
 // Open connects to the source, authenticates, announces itself as a replica
@@ -103,16 +104,16 @@ func Open(ctx context.Context, cfg Config) (*Link, error) {
 		kick:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 	}
-	if !cfg.KeepSyncDelay {
-		lease, err := lowerSyncDelay(ctx, cfg, l.log)
+	if !cfg.KeepSourceConfig {
+		lease, err := tuneSource(ctx, cfg, l.log)
 		if err != nil {
 			return nil, err
 		}
-		l.delay = lease
+		l.tuned = lease
 	}
 	conn, br, err := l.handshake(ctx)
 	if err != nil {
-		l.delay.release(l.log)
+		l.tuned.release(l.log)
 		return nil, err
 	}
 	l.conn = conn
@@ -225,7 +226,7 @@ func (l *Link) receive(br *bufio.Reader) error {
 		form = "diskless"
 	}
 	l.log.Info("snapshot received", "replid", l.ReplID, "offset", l.Offset, "rdb_bytes", l.rdbBytes.Load(), "form", form)
-	l.delay.release(l.log)
+	l.tuned.release(l.log)
 
 	buf := make([]byte, 256<<10)
 	src := io.MultiReader(bytes.NewReader(rest), br)
@@ -417,7 +418,7 @@ func (l *Link) Close() error {
 	l.wg.Wait()
 	l.rdb.abandon()
 	l.cmds.abandon()
-	l.delay.release(l.log)
+	l.tuned.release(l.log)
 	if errors.Is(l.err, ErrClosed) {
 		return nil
 	}

@@ -291,26 +291,26 @@ func TestDroppedLinkIsAnError(t *testing.T) {
 	}
 }
 
-// The source's 5 s repl-diskless-sync-delay is lowered for the sync and
-// restored once the snapshot has arrived.
-func TestSyncDelayLoweredAndRestored(t *testing.T) {
-	s := oneNodeCluster(t, "repl-diskless-sync-delay 5")
+// The source's 5 s repl-diskless-sync-delay and its rdbcompression are
+// turned off for the sync and restored once the snapshot has arrived.
+func TestSourceTunedForTheSync(t *testing.T) {
+	s := oneNodeCluster(t, "repl-diskless-sync-delay 5", "rdbcompression yes")
 	ctx := context.Background()
 	c := s.Client()
 	defer c.Close()
 	l, _ := openLink(t, s, Config{})
-	during, _ := c.ConfigGet(ctx, "repl-diskless-sync-delay").Result()
+	during, _ := c.ConfigGet(ctx, "*").Result()
 	if _, err := io.Copy(io.Discard, l.RDB()); err != nil {
 		t.Fatal(err)
 	}
-	if during["repl-diskless-sync-delay"] != "0" {
-		t.Fatalf("delay during the sync: %v", during)
+	if during["repl-diskless-sync-delay"] != "0" || during["rdbcompression"] != "no" {
+		t.Fatalf("settings during the sync: delay %s, rdbcompression %s", during["repl-diskless-sync-delay"], during["rdbcompression"])
 	}
 	// Restoring happens right after the RDB's end reaches the spool.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		after, _ := c.ConfigGet(ctx, "repl-diskless-sync-delay").Result()
-		if after["repl-diskless-sync-delay"] == "5" {
+		after, _ := c.ConfigGet(ctx, "*").Result()
+		if after["repl-diskless-sync-delay"] == "5" && after["rdbcompression"] == "yes" {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -46,7 +46,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.Cleanup.Batch, "cleanup-batch", 500, "keys per UNLINK when removing orphans from the source")
 	fs.DurationVar(&o.Cleanup.Sleep, "cleanup-sleep", time.Millisecond, "pause between cleanup batches")
 	fs.StringVar(&o.SpoolDir, "spool-dir", "", "directory for stream spool files (default the system temp dir)")
-	fs.BoolVar(&o.KeepSyncDelay, "keep-sync-delay", false, "do not lower the source's repl-diskless-sync-delay for the sync")
+	fs.BoolVar(&o.KeepSourceConfig, "keep-source-config", false, "do not turn off the source's repl-diskless-sync-delay and rdbcompression for the sync")
 	fs.StringVar(&f.user, "user", "", "ACL user for Redis (source, target and other masters)")
 	fs.StringVar(&f.password, "password", os.Getenv("SLOTMOVER_PASSWORD"), "password for Redis (default $SLOTMOVER_PASSWORD)")
 	fs.BoolVar(&f.tlsOn, "tls", false, "connect to Redis with TLS")
