@@ -19,9 +19,15 @@ type Pace struct {
 	Sleep time.Duration
 }
 
+// DefaultBatch was measured with 333k orphans of 512 B on the source and a
+// PING probe: 2000 keys and 1 ms sleeps removed them in 1.1 s with the
+// probe's p99 at 3.2 ms (2.6 ms before the move); 500 took 2.5 s for no
+// better latency, 5000 brought the p99 to 5.2 ms.
+const DefaultBatch = 2000
+
 func (p Pace) batch() int {
 	if p.Batch <= 0 {
-		return 500
+		return DefaultBatch
 	}
 	return p.Batch
 }

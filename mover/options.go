@@ -129,6 +129,8 @@ type Summary struct {
 	SnapshotMS      int64    `json:"snapshot_ms"`
 	CatchupMS       int64    `json:"catchup_ms"`
 	PauseMS         float64  `json:"pause_ms"`
+	SwitchMS        int64    `json:"switch_ms"`  // from the start until the target served the slots
+	CleanupMS       int64    `json:"cleanup_ms"` // removing the orphans from the source, after the switch
 	TotalMS         int64    `json:"total_ms"`
 	CutoverAttempts int      `json:"cutover_attempts"`
 	FenceOffset     int64    `json:"fence_offset"`

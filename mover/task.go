@@ -94,7 +94,10 @@ func (t *task) run(ctx context.Context) error {
 		return t.fail(err)
 	}
 
+	t.sum.SwitchMS = time.Since(t.start).Milliseconds()
+	cleanupStart := time.Now()
 	removed, err := cutover.Cleanup(ctx, p.source, p.targetID, t.opts.Slots, t.opts.Cleanup)
+	t.sum.CleanupMS = time.Since(cleanupStart).Milliseconds()
 	t.sum.OrphansRemoved = removed
 	switch {
 	case errors.Is(err, cutover.ErrNowReplica):

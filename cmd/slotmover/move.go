@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
 )
@@ -43,7 +44,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.Window, "window", mover.DefaultWindow, "unanswered commands in flight to the target")
 	fs.Uint64Var(&o.BigKeyElements, "big-key-elements", mover.DefaultBigKeyElements, "replay collections with at least this many elements as chunked commands")
 	fs.IntVar(&o.Chunk, "chunk", mover.DefaultChunk, "elements per command when replaying a big key")
-	fs.IntVar(&o.Cleanup.Batch, "cleanup-batch", 500, "keys per UNLINK when removing orphans from the source")
+	fs.IntVar(&o.Cleanup.Batch, "cleanup-batch", cutover.DefaultBatch, "orphaned keys removed from the source per round trip")
 	fs.DurationVar(&o.Cleanup.Sleep, "cleanup-sleep", time.Millisecond, "pause between cleanup batches")
 	fs.StringVar(&o.SpoolDir, "spool-dir", "", "directory for stream spool files (default the system temp dir)")
 	fs.BoolVar(&o.KeepSourceConfig, "keep-source-config", false, "do not turn off the source's repl-diskless-sync-delay and rdbcompression for the sync")
