@@ -58,11 +58,13 @@ type Result struct {
 
 // Switch runs one cutover attempt:
 //
+//  0. Before the pause, queue the transactions of steps 3 and 4 (MULTI and
+//     their commands, not EXEC), so that the pause holds only their execution.
 //  1. CLIENT PAUSE <budget> WRITE on the source; read its master_repl_offset.
 //  2. Wait for the fence; if it is not reached in time, unpause: ErrFenceMissed.
-//  3. Source: MULTI; CLUSTER DELSLOTSRANGE …; CLUSTER SETSLOT <s> NODE <target> …; EXEC.
+//  3. Source: EXEC of MULTI; CLUSTER DELSLOTSRANGE …; CLUSTER SETSLOT <s> NODE <target> ….
 //     It now answers -MOVED to the target and keeps the keys as orphans.
-//  4. Target: CLUSTER SETSLOT <s> NODE <self>, which bumps its epoch and broadcasts.
+//  4. Target: EXEC of its claim (see claimCommands), which bumps its epoch.
 //  5. CLIENT UNPAUSE.
 //  6. Every other master: CLUSTER SETSLOT <s> NODE <target>.
 //
@@ -72,6 +74,17 @@ type Result struct {
 // be finished by hand or by fix; the error says what is left.
 func Switch(ctx context.Context, n Nodes, p Plan, fence Fence) (Result, error) {
 	var res Result
+	release, err := queueTx(ctx, n.Source, func(pl redis.Pipeliner) { releaseCommands(ctx, pl, n.TargetID, p.Slots) })
+	if err != nil {
+		return res, fmt.Errorf("queue the release on source: %w", err)
+	}
+	defer release.Close()
+	claimTx, err := queueTx(ctx, n.Target, func(pl redis.Pipeliner) { claimCommands(ctx, pl, n.TargetID, p.Slots) })
+	if err != nil {
+		return res, fmt.Errorf("queue the claim on target: %w", err)
+	}
+	defer claimTx.Close()
+
 	budget := p.PauseBudget
 	pausedAt := time.Now()
 	if err := n.Source.Do(ctx, "CLIENT", "PAUSE", budget.Milliseconds(), "WRITE").Err(); err != nil {
@@ -112,7 +125,7 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence) (Result, error) {
 	}
 
 	releaseStart := time.Now()
-	err = releaseOnSource(ctx, n, p.Slots)
+	err = execTx(ctx, release)
 	res.Release = time.Since(releaseStart)
 	if err != nil {
 		if owned, oerr := sourceStillOwns(n.Source, p.Slots); oerr == nil && owned {
@@ -124,7 +137,10 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence) (Result, error) {
 	res.Released = true
 
 	claimStart := time.Now()
-	claimErr := claim(ctx, n.Target, n.TargetID, p.Slots)
+	claimErr := execTx(ctx, claimTx)
+	if claimErr != nil {
+		claimErr = claim(ctx, n.Target, n.TargetID, p.Slots)
+	}
 	res.Claim = time.Since(claimStart)
 	uerr := unpause()
 	if claimErr != nil {
@@ -142,47 +158,70 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence) (Result, error) {
 	return res, errors.Join(append(tellErrs, uerr)...)
 }
 
-// releaseOnSource runs step 3 as one transaction.
-func releaseOnSource(ctx context.Context, n Nodes, set *slots.Set) error {
-	cmds, err := n.Source.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		args := []any{"CLUSTER", "DELSLOTSRANGE"}
-		for _, r := range set.Ranges() {
-			args = append(args, r.Start, r.End)
-		}
-		p.Do(ctx, args...)
-		for _, s := range set.Slots() {
-			p.Do(ctx, "CLUSTER", "SETSLOT", s, "NODE", n.TargetID)
-		}
+// queueTx opens MULTI on a connection of its own and queues commands, so
+// that only EXEC remains to be sent. Closing the connection discards it.
+func queueTx(ctx context.Context, c *redis.Client, build func(redis.Pipeliner)) (*redis.Conn, error) {
+	conn := c.Conn()
+	cmds, err := conn.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Do(ctx, "MULTI")
+		build(p)
 		return nil
 	})
 	if err != nil {
-		return err
+		conn.Close()
+		return nil, firstCmdErr(cmds, c, err)
 	}
-	for _, c := range cmds {
-		if err := c.Err(); err != nil {
-			return fmt.Errorf("%s: %w", c.String(), err)
+	return conn, nil
+}
+
+// execTx runs a queued transaction and checks the reply of every command in it.
+func execTx(ctx context.Context, conn *redis.Conn) error {
+	replies, err := conn.Do(ctx, "EXEC").Slice()
+	if err != nil {
+		return fmt.Errorf("EXEC: %w", err)
+	}
+	for i, r := range replies {
+		if e, ok := r.(error); ok {
+			return fmt.Errorf("command %d of the transaction: %w", i+1, e)
 		}
 	}
 	return nil
 }
 
-// claim makes the target own the slots, retrying briefly: after the source
-// has released them, the only way is forward. One MULTI/EXEC: STABLE then
-// NODE <self> for every slot but the last, which goes through the importing
-// path alone and so bumps the target's config epoch once (if it is not
-// already the highest), making the claim win everywhere by gossip. Through
-// the importing path, each slot costs the target about seven times as much.
-func claim(ctx context.Context, target *redis.Client, targetID string, set *slots.Set) error {
+// releaseCommands are step 3.
+func releaseCommands(ctx context.Context, p redis.Pipeliner, targetID string, set *slots.Set) {
+	args := []any{"CLUSTER", "DELSLOTSRANGE"}
+	for _, r := range set.Ranges() {
+		args = append(args, r.Start, r.End)
+	}
+	p.Do(ctx, args...)
+	for _, s := range set.Slots() {
+		p.Do(ctx, "CLUSTER", "SETSLOT", s, "NODE", targetID)
+	}
+}
+
+// claimCommands make the target own the slots: STABLE then NODE <self> for
+// every slot but the last, which goes through the importing path alone and
+// so bumps the target's config epoch once (if it is not already the
+// highest), making the claim win everywhere by gossip. Through the importing
+// path, each slot costs the target about seven times as much.
+func claimCommands(ctx context.Context, p redis.Pipeliner, targetID string, set *slots.Set) {
 	all := set.Slots()
+	for _, s := range all[:len(all)-1] {
+		p.Do(ctx, "CLUSTER", "SETSLOT", s, "STABLE")
+		p.Do(ctx, "CLUSTER", "SETSLOT", s, "NODE", targetID)
+	}
+	p.Do(ctx, "CLUSTER", "SETSLOT", all[len(all)-1], "NODE", targetID)
+}
+
+// claim is the claim again, as a fresh transaction, retried briefly: after
+// the source has released the slots, the only way is forward.
+func claim(ctx context.Context, target *redis.Client, targetID string, set *slots.Set) error {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		var cmds []redis.Cmder
 		cmds, err = target.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			for _, s := range all[:len(all)-1] {
-				p.Do(ctx, "CLUSTER", "SETSLOT", s, "STABLE")
-				p.Do(ctx, "CLUSTER", "SETSLOT", s, "NODE", targetID)
-			}
-			p.Do(ctx, "CLUSTER", "SETSLOT", all[len(all)-1], "NODE", targetID)
+			claimCommands(ctx, p, targetID, set)
 			return nil
 		})
 		if err == nil {
