@@ -158,25 +158,41 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence) (Result, error) {
 	return res, errors.Join(append(tellErrs, uerr)...)
 }
 
-// queueTx opens MULTI on a connection of its own and queues commands, so
-// that only EXEC remains to be sent. Closing the connection discards it.
-func queueTx(ctx context.Context, c *redis.Client, build func(redis.Pipeliner)) (*redis.Conn, error) {
-	conn := c.Conn()
-	cmds, err := conn.Pipelined(ctx, func(p redis.Pipeliner) error {
+// queuedTx is a MULTI with its commands queued on a connection of its own,
+// so that only EXEC remains to be sent.
+type queuedTx struct {
+	client *redis.Client
+	conn   *redis.Conn
+}
+
+// queueTx opens MULTI on a new connection and queues commands. Close drops
+// the connection, which discards an unexecuted transaction: a pooled
+// connection left inside MULTI would queue the next caller's commands.
+func queueTx(ctx context.Context, c *redis.Client, build func(redis.Pipeliner)) (*queuedTx, error) {
+	opts := *c.Options()
+	opts.PoolSize = 1
+	tx := &queuedTx{client: redis.NewClient(&opts)}
+	tx.conn = tx.client.Conn()
+	cmds, err := tx.conn.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.Do(ctx, "MULTI")
 		build(p)
 		return nil
 	})
 	if err != nil {
-		conn.Close()
+		tx.Close()
 		return nil, firstCmdErr(cmds, c, err)
 	}
-	return conn, nil
+	return tx, nil
+}
+
+func (tx *queuedTx) Close() {
+	tx.conn.Close()
+	tx.client.Close()
 }
 
 // execTx runs a queued transaction and checks the reply of every command in it.
-func execTx(ctx context.Context, conn *redis.Conn) error {
-	replies, err := conn.Do(ctx, "EXEC").Slice()
+func execTx(ctx context.Context, tx *queuedTx) error {
+	replies, err := tx.conn.Do(ctx, "EXEC").Slice()
 	if err != nil {
 		return fmt.Errorf("EXEC: %w", err)
 	}
