@@ -3,21 +3,18 @@ package mover
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"sync"
 	"time"
+
+	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/internal/resp"
 )
 
 // Conn says how to reach a Redis node.
-type Conn struct {
-	Addr     string
-	Username string
-	Password string
-	TLS      *tls.Config
-}
+type Conn = cluster.Conn
 
 // Applier writes commands to the target over one connection, pipelined with a
 // bounded window of unanswered commands, and checks every reply in order.
@@ -58,7 +55,7 @@ type pending struct {
 // Dial connects to the target and authenticates. start is the offset that
 // counts as acknowledged before anything is sent.
 func Dial(ctx context.Context, c Conn, window int, start int64) (*Applier, error) {
-	conn, err := dialRedis(ctx, c)
+	conn, err := c.Dial(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -75,40 +72,6 @@ func Dial(ctx context.Context, c Conn, window int, start int64) (*Applier, error
 	go func() { defer a.wg.Done(); a.readReplies(bufio.NewReaderSize(conn, 256<<10)) }()
 	go func() { defer a.wg.Done(); a.flushLoop() }()
 	return a, nil
-}
-
-// dialRedis opens a connection and sends AUTH if a password is set.
-func dialRedis(ctx context.Context, c Conn) (net.Conn, error) {
-	d := net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	conn, err := d.DialContext(ctx, "tcp", c.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", c.Addr, err)
-	}
-	if c.TLS != nil {
-		tc := tls.Client(conn, c.TLS)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			conn.Close()
-			return nil, fmt.Errorf("TLS handshake with %s: %w", c.Addr, err)
-		}
-		conn = tc
-	}
-	if c.Password != "" {
-		args := [][]byte{[]byte("AUTH"), []byte(c.Password)}
-		if c.Username != "" {
-			args = [][]byte{[]byte("AUTH"), []byte(c.Username), []byte(c.Password)}
-		}
-		conn.SetDeadline(time.Now().Add(10 * time.Second))
-		_, err := conn.Write(appendArgs(nil, args...))
-		if err == nil {
-			err = readReply(bufio.NewReaderSize(conn, 512))
-		}
-		conn.SetDeadline(time.Time{})
-		if err != nil {
-			conn.Close()
-			return nil, fmt.Errorf("AUTH on %s: %w", c.Addr, err)
-		}
-	}
-	return conn, nil
 }
 
 // Send queues one command. end, when not 0, is the replication offset that
@@ -137,7 +100,7 @@ func (a *Applier) Send(end int64, label string, args ...[]byte) error {
 
 	a.wmu.Lock()
 	defer a.wmu.Unlock()
-	buf := appendArgs(a.bw.AvailableBuffer(), args...)
+	buf := resp.AppendArgs(a.bw.AvailableBuffer(), args...)
 	if _, err := a.bw.Write(buf); err != nil {
 		return a.fail(fmt.Errorf("write to target %s: %w", a.addr, err))
 	}

@@ -38,19 +38,12 @@ func (p *participants) close() {
 	}
 }
 
-func newClient(c Conn) *redis.Client {
-	return redis.NewClient(&redis.Options{
-		Addr: c.Addr, Username: c.Username, Password: c.Password, TLSConfig: c.TLS,
-		MaxRetries: -1, PoolSize: 4,
-	})
-}
-
 // preflight checks, changing nothing, that the move can be made: both nodes
 // are masters of one cluster, the source owns every chosen slot in every
 // master's view, no chosen slot is migrating or importing anywhere, and the
 // target holds no key in them. Every violation is an InputError.
 func preflight(ctx context.Context, source, target Conn, set *slots.Set) (_ *participants, err error) {
-	p := &participants{source: newClient(source), target: newClient(target)}
+	p := &participants{source: source.Client(), target: target.Client()}
 	defer func() {
 		if err != nil {
 			p.close()
@@ -85,7 +78,7 @@ func preflight(ctx context.Context, source, target Conn, set *slots.Set) (_ *par
 		if m.ID == p.sourceID || m.ID == p.targetID {
 			continue
 		}
-		c := newClient(Conn{Addr: m.Addr, Username: source.Username, Password: source.Password, TLS: source.TLS})
+		c := source.With(m.Addr).Client()
 		p.others = append(p.others, c)
 		top, err := reach(ctx, c, "master")
 		if err != nil {

@@ -6,21 +6,6 @@ import (
 	"strconv"
 )
 
-// appendArgs encodes one command as a RESP array of bulk strings.
-func appendArgs(dst []byte, args ...[]byte) []byte {
-	dst = append(dst, '*')
-	dst = strconv.AppendInt(dst, int64(len(args)), 10)
-	dst = append(dst, '\r', '\n')
-	for _, a := range args {
-		dst = append(dst, '$')
-		dst = strconv.AppendInt(dst, int64(len(a)), 10)
-		dst = append(dst, '\r', '\n')
-		dst = append(dst, a...)
-		dst = append(dst, '\r', '\n')
-	}
-	return dst
-}
-
 // replyError is an error reply from the target, possibly nested in an EXEC reply.
 type replyError string
 

@@ -168,9 +168,7 @@ func (t *task) copyAndSwitch(ctx context.Context) error {
 		return fmt.Errorf("load the source's command table: %w", err)
 	}
 	link, err := stream.Open(ctx, stream.Config{
-		Addr: t.opts.Source.Addr, Username: t.opts.Source.Username, Password: t.opts.Source.Password,
-		TLS: t.opts.Source.TLS, SpoolDir: t.opts.SpoolDir, KeepSourceConfig: t.opts.KeepSourceConfig,
-		Logger: t.log,
+		Conn: t.opts.Source, SpoolDir: t.opts.SpoolDir, KeepSourceConfig: t.opts.KeepSourceConfig, Logger: t.log,
 	})
 	if err != nil {
 		return err

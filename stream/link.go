@@ -12,7 +12,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -23,14 +22,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/internal/resp"
 )
 
 // Config says how to reach the source master and how to replicate from it.
 type Config struct {
-	Addr     string
-	Username string // ACL user; empty for the default user
-	Password string
-	TLS      *tls.Config // nil for plain TCP
+	cluster.Conn
 
 	// ListeningPort is announced with REPLCONF listening-port; the source
 	// lists it for this link in INFO replication.
@@ -125,25 +124,16 @@ func Open(ctx context.Context, cfg Config) (*Link, error) {
 }
 
 func (l *Link) handshake(ctx context.Context) (net.Conn, *bufio.Reader, error) {
-	d := net.Dialer{Timeout: 10 * time.Second}
-	conn, err := d.DialContext(ctx, "tcp", l.cfg.Addr)
+	conn, err := l.cfg.Dial(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to source %s: %w", l.cfg.Addr, err)
-	}
-	if l.cfg.TLS != nil {
-		tc := tls.Client(conn, l.cfg.TLS)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			conn.Close()
-			return nil, nil, fmt.Errorf("TLS handshake with source %s: %w", l.cfg.Addr, err)
-		}
-		conn = tc
+		return nil, nil, fmt.Errorf("source: %w", err)
 	}
 	// A cancelled ctx must end a handshake blocked on a silent master.
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 	br := bufio.NewReaderSize(&silenceReader{conn: conn, timeout: l.cfg.Timeout}, 1<<20)
 	step := func(want string, args ...string) (string, error) {
-		if _, err := conn.Write(appendCommand(nil, args...)); err != nil {
+		if _, err := conn.Write(resp.AppendStrings(nil, args...)); err != nil {
 			return "", err
 		}
 		line, err := readReply(br)
@@ -158,15 +148,6 @@ func (l *Link) handshake(ctx context.Context) (net.Conn, *bufio.Reader, error) {
 	fail := func(what string, err error) (net.Conn, *bufio.Reader, error) {
 		conn.Close()
 		return nil, nil, fmt.Errorf("replica handshake with %s: %s: %w", l.cfg.Addr, what, err)
-	}
-	if l.cfg.Password != "" {
-		args := []string{"AUTH", l.cfg.Password}
-		if l.cfg.Username != "" {
-			args = []string{"AUTH", l.cfg.Username, l.cfg.Password}
-		}
-		if _, err := step("+OK", args...); err != nil {
-			return fail("AUTH", err)
-		}
 	}
 	if _, err := step("+OK", "REPLCONF", "listening-port", strconv.Itoa(l.cfg.ListeningPort)); err != nil {
 		return fail("REPLCONF listening-port", err)
@@ -354,7 +335,7 @@ func (l *Link) sendAck() error {
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
 	l.conn.SetWriteDeadline(time.Now().Add(l.cfg.Timeout))
-	_, err := l.conn.Write(appendCommand(nil, "REPLCONF", "ACK", strconv.FormatInt(off, 10)))
+	_, err := l.conn.Write(resp.AppendStrings(nil, "REPLCONF", "ACK", strconv.FormatInt(off, 10)))
 	return err
 }
 

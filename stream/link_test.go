@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/tests/harness"
 )
 
@@ -298,13 +299,26 @@ func TestSourceTunedForTheSync(t *testing.T) {
 	ctx := context.Background()
 	c := s.Client()
 	defer c.Close()
-	l, _ := openLink(t, s, Config{})
-	during, _ := c.ConfigGet(ctx, "*").Result()
-	if _, err := io.Copy(io.Discard, l.RDB()); err != nil {
+	// 20 MB of values that LZF would shrink to almost nothing.
+	value := strings.Repeat("a", 1024)
+	p := c.Pipeline()
+	for i := 0; i < 20000; i++ {
+		p.Set(ctx, fmt.Sprint("k:", i), value, 0)
+	}
+	if _, err := p.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if during["repl-diskless-sync-delay"] != "0" || during["rdbcompression"] != "no" {
-		t.Fatalf("settings during the sync: delay %s, rdbcompression %s", during["repl-diskless-sync-delay"], during["rdbcompression"])
+	l, _ := openLink(t, s, Config{})
+	during, _ := c.ConfigGet(ctx, "repl-diskless-sync-delay").Result()
+	n, err := io.Copy(io.Discard, l.RDB())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 20000*1024 {
+		t.Fatalf("RDB of %d bytes: compressed, so rdbcompression was on during the sync", n)
+	}
+	if during["repl-diskless-sync-delay"] != "0" {
+		t.Fatalf("repl-diskless-sync-delay during the sync: %v", during)
 	}
 	// Restoring happens right after the RDB's end reaches the spool.
 	deadline := time.Now().Add(5 * time.Second)
@@ -314,7 +328,7 @@ func TestSourceTunedForTheSync(t *testing.T) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("delay not restored: %v", after)
+			t.Fatalf("settings not restored: delay %s, rdbcompression %s", after["repl-diskless-sync-delay"], after["rdbcompression"])
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -323,14 +337,14 @@ func TestSourceTunedForTheSync(t *testing.T) {
 func TestBadSourceIsAnError(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := Open(ctx, Config{Addr: "127.0.0.1:1"}); err == nil {
+	if _, err := Open(ctx, Config{Conn: cluster.Conn{Addr: "127.0.0.1:1"}}); err == nil {
 		t.Fatal("Open of a closed port succeeded")
 	}
 	s := harness.ServerT(t, harness.Options{Config: []string{"requirepass secret"}})
-	if _, err := Open(ctx, Config{Addr: s.Addr, Password: "wrong"}); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+	if _, err := Open(ctx, Config{Conn: cluster.Conn{Addr: s.Addr, Password: "wrong"}}); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
 		t.Fatalf("Open with a wrong password: %v", err)
 	}
-	l, err := Open(ctx, Config{Addr: s.Addr, Password: "secret", SpoolDir: t.TempDir()})
+	l, err := Open(ctx, Config{Conn: cluster.Conn{Addr: s.Addr, Password: "secret"}, SpoolDir: t.TempDir()})
 	if err != nil {
 		t.Fatalf("Open with the right password: %v", err)
 	}

@@ -89,18 +89,3 @@ func truncate(b []byte) []byte {
 	}
 	return b
 }
-
-// appendCommand encodes args as a RESP array.
-func appendCommand(dst []byte, args ...string) []byte {
-	dst = append(dst, '*')
-	dst = strconv.AppendInt(dst, int64(len(args)), 10)
-	dst = append(dst, '\r', '\n')
-	for _, a := range args {
-		dst = append(dst, '$')
-		dst = strconv.AppendInt(dst, int64(len(a)), 10)
-		dst = append(dst, '\r', '\n')
-		dst = append(dst, a...)
-		dst = append(dst, '\r', '\n')
-	}
-	return dst
-}

@@ -35,13 +35,6 @@ type heldConfig struct {
 	count    int
 }
 
-func newControlClient(cfg Config) *redis.Client {
-	return redis.NewClient(&redis.Options{
-		Addr: cfg.Addr, Username: cfg.Username, Password: cfg.Password,
-		TLSConfig: cfg.TLS, MaxRetries: -1, PoolSize: 1,
-	})
-}
-
 // tuneSource applies syncOverrides on the source until the lease is released.
 func tuneSource(ctx context.Context, cfg Config, log *slog.Logger) (*configLease, error) {
 	leases.Lock()
@@ -50,7 +43,7 @@ func tuneSource(ctx context.Context, cfg Config, log *slog.Logger) (*configLease
 		h.count++
 		return &configLease{cfg: cfg}, nil
 	}
-	c := newControlClient(cfg)
+	c := cfg.Client()
 	defer c.Close()
 	var original, changed []string
 	for i := 0; i < len(syncOverrides); i += 2 {
@@ -99,7 +92,7 @@ func (l *configLease) release(log *slog.Logger) {
 			return
 		}
 		delete(leases.held, l.cfg.Addr)
-		c := newControlClient(l.cfg)
+		c := l.cfg.Client()
 		defer c.Close()
 		restore(c, h.original, log)
 	})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/rdbparse"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/stream"
@@ -61,7 +62,7 @@ func TestSnapshotFilteredBySlot(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			link, err := stream.Open(ctx, stream.Config{Addr: src.Addr, SpoolDir: t.TempDir()})
+			link, err := stream.Open(ctx, stream.Config{Conn: cluster.Conn{Addr: src.Addr}, SpoolDir: t.TempDir()})
 			if err != nil {
 				t.Fatal(err)
 			}
