@@ -74,7 +74,7 @@ func (c Conn) Dial(ctx context.Context) (net.Conn, error) {
 // auth sends AUTH and reads its one-line reply byte by byte, so that nothing
 // the caller reads next is consumed here.
 func auth(conn net.Conn, args []string) error {
-	if _, err := conn.Write(resp.AppendStrings(nil, args...)); err != nil {
+	if _, err := conn.Write(resp.Append(nil, args...)); err != nil {
 		return err
 	}
 	var line []byte

@@ -100,7 +100,7 @@ func (a *Applier) Send(end int64, label string, args ...[]byte) error {
 
 	a.wmu.Lock()
 	defer a.wmu.Unlock()
-	buf := resp.AppendArgs(a.bw.AvailableBuffer(), args...)
+	buf := resp.Append(a.bw.AvailableBuffer(), args...)
 	if _, err := a.bw.Write(buf); err != nil {
 		return a.fail(fmt.Errorf("write to target %s: %w", a.addr, err))
 	}

@@ -133,7 +133,7 @@ func (l *Link) handshake(ctx context.Context) (net.Conn, *bufio.Reader, error) {
 	defer stop()
 	br := bufio.NewReaderSize(&silenceReader{conn: conn, timeout: l.cfg.Timeout}, 1<<20)
 	step := func(want string, args ...string) (string, error) {
-		if _, err := conn.Write(resp.AppendStrings(nil, args...)); err != nil {
+		if _, err := conn.Write(resp.Append(nil, args...)); err != nil {
 			return "", err
 		}
 		line, err := readReply(br)
@@ -335,7 +335,7 @@ func (l *Link) sendAck() error {
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
 	l.conn.SetWriteDeadline(time.Now().Add(l.cfg.Timeout))
-	_, err := l.conn.Write(resp.AppendStrings(nil, "REPLCONF", "ACK", strconv.FormatInt(off, 10)))
+	_, err := l.conn.Write(resp.Append(nil, "REPLCONF", "ACK", strconv.FormatInt(off, 10)))
 	return err
 }
 
