@@ -353,3 +353,45 @@ func TestBadSourceIsAnError(t *testing.T) {
 		t.Fatalf("read RDB with the right password: %v", err)
 	}
 }
+
+// WAIT on the source counts this link once the consumer has taken the
+// write: the link answers the master's REPLCONF GETACK.
+func TestGetAckIsAnswered(t *testing.T) {
+	s := oneNodeCluster(t)
+	ctx := context.Background()
+	c := s.Client()
+	defer c.Close()
+	l, keys := openLink(t, s, Config{})
+	if _, err := io.Copy(io.Discard, l.RDB()); err != nil {
+		t.Fatal(err)
+	}
+	cmds, errc := readAll(l.Commands(keys))
+	go func() {
+		for range cmds {
+		}
+	}()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The periodic ACK comes once a second; WAIT with 500 ms can only be
+	// satisfied in time by the answer to its GETACK.
+	for i := 0; i < 5; i++ {
+		c.Set(ctx, "k", i, 0)
+		n, err := c.Wait(ctx, 1, 500*time.Millisecond).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 1 {
+			t.Fatalf("WAIT counted %d replicas, want 1 (stream error: %v)", n, nonBlocking(errc))
+		}
+	}
+}
+
+func nonBlocking(errc <-chan error) error {
+	select {
+	case err := <-errc:
+		return err
+	default:
+		return nil
+	}
+}

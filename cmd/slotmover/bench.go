@@ -1,11 +1,103 @@
 package main
 
 import (
+	"context"
+	"flag"
 	"fmt"
+	"log/slog"
 	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/slotmover/slotmover/bench"
+	"github.com/slotmover/slotmover/tests/harness"
 )
 
+// benchCmd compares slotmover with redis-cli --cluster reshard on fresh
+// local clusters and prints one table (or JSON). Exit codes: 0 every run
+// moved and passed its checks, 1 a run failed or a check did not pass
+// (the table says which), 2 bad flags.
 func benchCmd(args []string) int {
-	fmt.Fprintln(os.Stderr, "slotmover bench: not built yet")
-	return exitFailed
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: slotmover bench [flags]
+
+For each workload and method, starts a fresh cluster of 4 local redis-server
+masters (3 holding every slot, 1 empty), fills it identically, times the
+move (cleanup of the source included) and checks the result. Prints one
+table with the median of --runs runs.
+
+`)
+		fs.PrintDefaults()
+	}
+	var cfg bench.Config
+	fs.IntVar(&cfg.Keys, "keys", bench.DefaultKeys, "keys to fill")
+	fs.IntVar(&cfg.ValueSize, "value-size", bench.DefaultValueSize, "`bytes` per value (per collection with --types)")
+	fs.BoolVar(&cfg.Types, "types", false, "mix small hashes, lists, sets, zsets and streams into the keys")
+	fs.BoolVar(&cfg.BigKeys, "big-keys", false, "add big keys (list, set, hash, zset, stream) in the moved slots of every source")
+	fs.IntVar(&cfg.BigElements, "big-elements", bench.DefaultBigElements, "elements per big key with --big-keys")
+	workloads := fs.String("workloads", strings.Join(bench.Workloads, ","), "comma-separated workloads: single (0-5460 to the empty master), scaleout (4096 slots from 3 masters to the empty one)")
+	methods := fs.String("methods", strings.Join(bench.Methods, ","), "comma-separated methods: reshard10, reshard1000 (redis-cli --cluster reshard with that --cluster-pipeline), slotmover")
+	fs.IntVar(&cfg.Runs, "runs", 1, "runs of each method and workload; the median is reported")
+	fs.IntVar(&cfg.LoadRate, "load-rate", 0, "INCRs per second a client sends over all slots during each move (0 for none)")
+	serverBin := fs.String("server-bin", harness.ServerBin, "redis-server binary to start (another build of Redis)")
+	fs.StringVar(&cfg.RedisCli, "redis-cli", "redis-cli", "redis-cli binary for reshard")
+	fs.StringVar(&cfg.Dir, "dir", "", "parent directory of the servers' working directories (default the system temp dir)")
+	fs.BoolVar(&cfg.KeepDirs, "keep", false, "keep every run's directory (failed runs' are always kept)")
+	fs.DurationVar(&cfg.MoveTimeout, "move-timeout", bench.DefaultMoveTimeout, "give up a move after this long")
+	jsonOut := fs.Bool("json", false, "print the report as JSON instead of a table")
+	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+	if err := fs.Parse(args); err != nil {
+		return exitRefused
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "slotmover bench: unexpected arguments %q\n", fs.Args())
+		return exitRefused
+	}
+	cfg.Workloads, cfg.Methods = splitList(*workloads), splitList(*methods)
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "slotmover bench: %v\n", err)
+		return exitRefused
+	}
+	harness.ServerBin = *serverBin
+	level := slog.LevelInfo
+	if *quiet {
+		level = slog.LevelWarn
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := bench.Run(ctx, cfg)
+	if rep != nil {
+		var werr error
+		if *jsonOut {
+			werr = rep.WriteJSON(os.Stdout)
+		} else {
+			werr = rep.WriteTable(os.Stdout)
+		}
+		if werr != nil {
+			fmt.Fprintf(os.Stderr, "slotmover bench: %v\n", werr)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "slotmover bench: %v\n", err)
+		return exitFailed
+	}
+	if !rep.OK() {
+		fmt.Fprintln(os.Stderr, "slotmover bench: some runs failed or did not pass their checks (see the table)")
+		return exitFailed
+	}
+	return exitMoved
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -1,0 +1,273 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/tests/harness"
+)
+
+// RunResult is one run of one method on one workload.
+type RunResult struct {
+	Workload string `json:"workload"`
+	Method   string `json:"method"`
+	Run      int    `json:"run"`
+
+	WallMS float64 `json:"wall_ms"` // start of the move to its end, source cleanup included
+	FillMS float64 `json:"fill_ms"`
+
+	Moved      map[string]string `json:"moved"`       // source address → slots it gave up
+	KeysMoved  int64             `json:"keys_moved"`  // keys in the moved slots before the move
+	TargetKeys int64             `json:"target_keys"` // keys on the target after (it starts empty)
+	SourceLeft int64             `json:"source_left"` // keys of the moved slots still on a source after
+
+	LoadOps         int64     `json:"load_ops"` // acknowledged INCRs during the move
+	LoadErrors      int64     `json:"load_errors"`
+	LostWrites      int64     `json:"lost_writes"`  // acknowledged INCRs missing afterwards
+	ExtraWrites     int64     `json:"extra_writes"` // increments found that were never sent
+	ServerRedirects Redirects `json:"server_redirects"`
+	ClientRedirects Redirects `json:"client_redirects"`
+
+	PauseMS *float64     `json:"pause_ms,omitempty"` // slotmover: the longest write pause of its tasks
+	Tasks   []TaskResult `json:"tasks,omitempty"`
+
+	Error    string   `json:"error,omitempty"`    // the move failed
+	Warnings []string `json:"warnings,omitempty"` // a check after the move failed
+	Notes    []string `json:"notes,omitempty"`    // worth knowing, not a fault
+	Dir      string   `json:"dir,omitempty"`      // kept for a look
+}
+
+// ok reports whether the move worked and every check passed.
+func (r *RunResult) ok() bool { return r.Error == "" && len(r.Warnings) == 0 && r.LostWrites == 0 }
+
+// Run measures every method on every workload cfg.Runs times, each run on
+// a fresh cluster, and returns the report. Runs go in turns (run 1 of every
+// method, then run 2, …) so that slow phases of a shared machine spread
+// over the methods. A failed move is recorded in the report, not returned:
+// the error is for faults that stop the benchmark itself.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg.defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	for _, bin := range []string{harness.ServerBin, cfg.RedisCli} {
+		if _, err := exec.LookPath(bin); err != nil {
+			return nil, fmt.Errorf("need %s: %w", bin, err)
+		}
+	}
+	if cfg.Dir != "" {
+		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+			return nil, fmt.Errorf("bench dir: %w", err)
+		}
+	}
+	rep := newReport(&cfg)
+	defer rep.summarize() // also for a report cut short
+	for run := 1; run <= cfg.Runs; run++ {
+		for _, w := range cfg.Workloads {
+			p, err := planFor(w)
+			if err != nil {
+				return rep, fmt.Errorf("plan: %w", err)
+			}
+			for _, m := range cfg.Methods {
+				if err := ctx.Err(); err != nil {
+					return rep, fmt.Errorf("bench stopped before %s/%s run %d: %w", w, m, run, err)
+				}
+				cfg.Logger.Info("bench: run", "workload", w, "method", m, "run", run, "of", cfg.Runs)
+				r := runOne(ctx, &cfg, w, m, p, run)
+				rep.add(r)
+				cfg.Logger.Info("bench: run done", "workload", w, "method", m, "run", run,
+					"wall_ms", r.WallMS, "keys", r.KeysMoved, "error", r.Error, "warnings", r.Warnings)
+			}
+		}
+	}
+	return rep, nil
+}
+
+// runOne builds a cluster, fills it, moves, checks and tears it down.
+func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, run int) (r RunResult) {
+	r = RunResult{Workload: workload, Method: method, Run: run, Moved: map[string]string{}}
+	dir, err := os.MkdirTemp(cfg.Dir, fmt.Sprintf("bench-%s-%s-%d-", workload, method, run))
+	if err != nil {
+		r.Error = fmt.Sprintf("run dir: %v", err)
+		return r
+	}
+	defer func() {
+		if cfg.KeepDirs || !r.ok() {
+			r.Dir = dir
+			return
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			cfg.Logger.Warn("bench: remove run dir", "dir", dir, "error", err)
+		}
+	}()
+	c, err := harness.StartCluster(ctx, dir, layout, harness.Options{Config: []string{"cluster-node-timeout 15000"}})
+	if err != nil {
+		r.Error = fmt.Sprintf("start cluster: %v", err)
+		return r
+	}
+	defer c.Stop()
+
+	t0 := time.Now()
+	if err := fill(ctx, c, cfg); err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	var ld *load
+	if cfg.LoadRate > 0 {
+		ld = newLoad(c)
+		defer ld.close()
+		if err := ld.prime(ctx); err != nil {
+			r.Error = err.Error()
+			return r
+		}
+	}
+	r.FillMS = ms(time.Since(t0))
+	for _, sh := range p.Shares {
+		src := c.Nodes[sh.Source]
+		cl := src.Client()
+		n, err := countKeys(ctx, cl, sh.Slots)
+		cl.Close()
+		if err != nil {
+			r.Error = err.Error()
+			return r
+		}
+		r.KeysMoved += n
+		r.Moved[src.Addr] = sh.Slots.String()
+	}
+	cfg.Logger.Info("bench: filled", "ms", r.FillMS, "keys_to_move", r.KeysMoved, "dir", dir)
+
+	before, err := serverRedirects(ctx, c)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	if ld != nil {
+		ld.start(cfg.LoadRate, cfg.MoveTimeout)
+	}
+	mctx, cancel := context.WithTimeout(ctx, cfg.MoveTimeout)
+	start := time.Now()
+	switch method {
+	case MethodReshard10:
+		err = reshard(mctx, cfg, c, p, 10, dir)
+	case MethodReshard1000:
+		err = reshard(mctx, cfg, c, p, 1000, dir)
+	case MethodSlotmover:
+		r.Tasks, err = moveWithSlotmover(mctx, c, p, dir)
+		for _, t := range r.Tasks {
+			if r.PauseMS == nil || t.Summary.PauseMS > *r.PauseMS {
+				v := t.Summary.PauseMS
+				r.PauseMS = &v
+			}
+		}
+	default:
+		err = fmt.Errorf("unknown method %q", method)
+	}
+	r.WallMS = ms(time.Since(start))
+	cancel()
+	if ld != nil {
+		ld.finish()
+		r.ClientRedirects = ld.redirects()
+		r.LoadErrors = ld.errs.Load()
+	}
+	if err != nil {
+		r.Error = err.Error()
+		// A failed move must lose no write either (slotmover rolls back).
+		if ld != nil {
+			if ops, lost, extra, cerr := ld.check(ctx); cerr == nil {
+				r.LoadOps, r.LostWrites, r.ExtraWrites = ops, lost, extra
+			}
+		}
+		return r
+	}
+	after, err := serverRedirects(ctx, c)
+	if err != nil {
+		r.Warnings = append(r.Warnings, err.Error())
+	}
+	r.ServerRedirects = after.sub(before)
+	verify(ctx, c, p, method, ld, &r)
+	return r
+}
+
+// verify checks the outcome cheaply, against the cluster's state and data,
+// and notes every failed check as a warning of the run.
+func verify(ctx context.Context, c *harness.Cluster, p plan, method string, ld *load, r *RunResult) {
+	warn := func(format string, args ...any) { r.Warnings = append(r.Warnings, fmt.Sprintf(format, args...)) }
+	moved := p.union()
+	target := c.Nodes[targetNode]
+	tc := target.Client()
+	defer tc.Close()
+
+	// What the target owns should be exactly the plan: the check that
+	// reshard took the slots slotmover is given.
+	if top, err := cluster.Load(ctx, tc); err != nil {
+		warn("read the target's slots: %v", err)
+	} else if got := top.Myself.Slots.String(); got != moved.String() {
+		warn("%s: the target owns %s, the plan assumed %s", method, got, moved)
+	}
+	if err := c.WaitOwner(ctx, moved, c.IDs[targetNode], 30*time.Second); err != nil {
+		warn("ownership: %v", err)
+	}
+	if n, err := tc.DBSize(ctx).Result(); err != nil {
+		warn("DBSIZE on the target: %v", err)
+	} else {
+		r.TargetKeys = n
+		if n != r.KeysMoved {
+			warn("the target holds %d keys, %d were in the moved slots", n, r.KeysMoved)
+		}
+	}
+	for _, sh := range p.Shares {
+		src := c.Nodes[sh.Source]
+		cl := src.Client()
+		role, err := cl.Do(ctx, "ROLE").Slice()
+		if err == nil && len(role) > 0 && role[0] == "slave" {
+			// Replica migration after the last slot went: it resyncs from the target.
+			r.Notes = append(r.Notes, fmt.Sprintf("%s became a replica after giving up its last slot", src.Addr))
+			cl.Close()
+			continue
+		}
+		n, err := countKeys(ctx, cl, sh.Slots)
+		cl.Close()
+		if err != nil {
+			warn("%v", err)
+			continue
+		}
+		r.SourceLeft += n
+	}
+	if r.SourceLeft > 0 {
+		warn("%d keys of the moved slots are still on the sources", r.SourceLeft)
+	}
+	if err := harness.CheckWithRedisCli(ctx, target.Addr); err != nil {
+		warn("redis-cli --cluster check: %s", firstLines(err.Error(), 3))
+	}
+	if ld != nil {
+		ops, lost, extra, err := ld.check(ctx)
+		if err != nil {
+			warn("load check: %v", err)
+		}
+		r.LoadOps, r.LostWrites, r.ExtraWrites = ops, lost, extra
+		if lost > 0 || extra > 0 {
+			warn("load: %d acknowledged writes lost, %d extra", lost, extra)
+		}
+	}
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	return strings.Join(lines[:min(n, len(lines))], " | ")
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// serverVersion asks the redis-server binary for its version line.
+func serverVersion() string {
+	out, err := exec.Command(harness.ServerBin, "--version").Output()
+	if err != nil {
+		return harness.ServerBin
+	}
+	return strings.TrimSpace(string(out))
+}

@@ -1,0 +1,219 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotmover/slotmover/tests/harness"
+)
+
+// Counters is how many counters the background load increments; their
+// slots spread over the whole slot range.
+const Counters = 1024
+
+// CounterName is the name of the i-th counter of the background load.
+func CounterName(i int) string { return "bench:ctr:" + strconv.Itoa(i) }
+
+// Redirects counts redirection errors by kind.
+type Redirects struct {
+	Moved    int64 `json:"moved"`
+	Ask      int64 `json:"ask"`
+	TryAgain int64 `json:"tryagain"`
+}
+
+// Total is the sum of the kinds.
+func (r Redirects) Total() int64 { return r.Moved + r.Ask + r.TryAgain }
+
+func (r Redirects) sub(o Redirects) Redirects {
+	return Redirects{r.Moved - o.Moved, r.Ask - o.Ask, r.TryAgain - o.TryAgain}
+}
+
+// serverRedirects sums INFO errorstats of every node: the redirects the
+// servers replied, to any client.
+func serverRedirects(ctx context.Context, c *harness.Cluster) (Redirects, error) {
+	st, err := c.ErrorStats(ctx)
+	if err != nil {
+		return Redirects{}, err
+	}
+	return Redirects{Moved: st["MOVED"], Ask: st["ASK"], TryAgain: st["TRYAGAIN"]}, nil
+}
+
+// load increments counters over all slots at a steady rate through a
+// cluster client, and remembers what each counter must hold afterwards.
+type load struct {
+	cc      *redis.ClusterClient
+	acked   [Counters]atomic.Int64 // increments the server acknowledged
+	unknown [Counters]atomic.Int64 // increments that failed: applied or not
+	errs    atomic.Int64
+	seen    struct{ moved, ask, tryagain atomic.Int64 } // replies seen by the node clients
+
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
+
+// newLoad builds the client. go-redis follows MOVED and ASK inside the
+// cluster client, so a hook there never sees them; but each hop is a call
+// of a node client, whose hooks see the redirect reply. Hooks are added as
+// node clients are made, so they must be registered before the first command.
+func newLoad(c *harness.Cluster) *load {
+	addrs := make([]string, len(c.Nodes))
+	for i, s := range c.Nodes {
+		addrs[i] = s.Addr
+	}
+	l := &load{}
+	l.cc = redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:        addrs,
+		MaxRedirects: 16, // a reshard can bounce a key between ASK and MOVED more than the default 3 times
+		ReadTimeout:  10 * time.Second,
+	})
+	l.cc.OnNewNode(func(n *redis.Client) { n.AddHook(redirectHook{l}) })
+	return l
+}
+
+// prime creates every counter at 0, so that the moves carry a fixed set of keys.
+func (l *load) prime(ctx context.Context) error {
+	p := l.cc.Pipeline()
+	for i := 0; i < Counters; i++ {
+		p.Set(ctx, CounterName(i), 0, 0)
+	}
+	if _, err := p.Exec(ctx); err != nil {
+		return fmt.Errorf("create counters: %w", err)
+	}
+	return nil
+}
+
+// start sends rate INCRs per second from a few goroutines (a write held by
+// a pause must not stop the others), for at most maxFor and maxFor×rate ops.
+func (l *load) start(rate int, maxFor time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), maxFor)
+	l.stop = cancel
+	workers := min(max(rate/500, 1), 16)
+	interval := time.Duration(float64(time.Second) * float64(workers) / float64(rate))
+	budget := int64(maxFor.Seconds()*float64(rate))/int64(workers) + 1
+	for w := 0; w < workers; w++ {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			next := time.Now().Add(interval * time.Duration(w) / time.Duration(workers))
+			c := w
+			for n := int64(0); n < budget && ctx.Err() == nil; n++ {
+				if d := time.Until(next); d > 0 {
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(d):
+					}
+				} else if d < -100*time.Millisecond {
+					next = time.Now() // after a long stall, go on at the rate instead of bursting
+				}
+				next = next.Add(interval)
+				l.incr(ctx, c)
+				c = (c + workers) % Counters
+			}
+		}()
+	}
+}
+
+func (l *load) incr(ctx context.Context, c int) {
+	err := l.cc.Incr(ctx, CounterName(c)).Err()
+	if err == nil {
+		l.acked[c].Add(1)
+		return
+	}
+	l.unknown[c].Add(1)
+	if ctx.Err() == nil {
+		l.errs.Add(1)
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// finish stops the load and waits for its goroutines.
+func (l *load) finish() {
+	if l.stop != nil {
+		l.stop()
+	}
+	l.wg.Wait()
+}
+
+// check reads every counter and returns the acknowledged increments that
+// are missing and the increments that were never sent.
+func (l *load) check(ctx context.Context) (ops, lost, extra int64, err error) {
+	p := l.cc.Pipeline()
+	cmds := make([]*redis.StringCmd, Counters)
+	for i := range cmds {
+		cmds[i] = p.Get(ctx, CounterName(i))
+	}
+	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return 0, 0, 0, fmt.Errorf("read counters: %w", err)
+	}
+	for i, cmd := range cmds {
+		v, err := cmd.Int64()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return 0, 0, 0, fmt.Errorf("read %s: %w", CounterName(i), err)
+		}
+		acked, unknown := l.acked[i].Load(), l.unknown[i].Load()
+		ops += acked
+		if v < acked {
+			lost += acked - v
+		}
+		if v > acked+unknown {
+			extra += v - acked - unknown
+		}
+	}
+	return ops, lost, extra, nil
+}
+
+func (l *load) redirects() Redirects {
+	return Redirects{Moved: l.seen.moved.Load(), Ask: l.seen.ask.Load(), TryAgain: l.seen.tryagain.Load()}
+}
+
+func (l *load) close() { l.cc.Close() }
+
+// redirectHook counts the redirect replies a node client gets.
+type redirectHook struct{ l *load }
+
+func (h redirectHook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) { return next(ctx, network, addr) }
+}
+
+func (h redirectHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.note(err)
+		return err
+	}
+}
+
+func (h redirectHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			h.note(c.Err())
+		}
+		return err
+	}
+}
+
+func (h redirectHook) note(err error) {
+	if err == nil {
+		return
+	}
+	s := err.Error()
+	switch {
+	case strings.HasPrefix(s, "MOVED "):
+		h.l.seen.moved.Add(1)
+	case strings.HasPrefix(s, "ASK "):
+		h.l.seen.ask.Add(1)
+	case strings.HasPrefix(s, "TRYAGAIN"):
+		h.l.seen.tryagain.Add(1)
+	}
+}

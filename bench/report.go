@@ -1,0 +1,233 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+)
+
+// Report is the outcome of a benchmark: one row per workload and method.
+type Report struct {
+	Server      string `json:"server"`
+	Keys        int    `json:"keys"`
+	ValueSize   int    `json:"value_size"`
+	Types       bool   `json:"types"`
+	BigKeys     bool   `json:"big_keys"`
+	BigElements int    `json:"big_elements,omitempty"`
+	LoadRate    int    `json:"load_rate"`
+	Runs        int    `json:"runs"`
+	Rows        []*Row `json:"rows"`
+}
+
+// Row is a method on a workload: the median of its runs.
+type Row struct {
+	Workload string `json:"workload"`
+	Method   string `json:"method"`
+
+	WallMS     float64  `json:"wall_ms"`                      // median over the runs that worked
+	Ratio      *float64 `json:"ratio_to_slotmover,omitempty"` // wall time ÷ slotmover's on the workload
+	KeysMoved  int64    `json:"keys_moved"`
+	KeysPerSec float64  `json:"keys_per_sec"`
+	PauseMS    *float64 `json:"pause_ms"` // slotmover only
+
+	ServerRedirects Redirects `json:"server_redirects"` // of the median run
+	ClientRedirects Redirects `json:"client_redirects"`
+	LoadOps         int64     `json:"load_ops"`
+	LostWrites      int64     `json:"lost_writes"` // over every run
+	Failed          int       `json:"failed_runs"`
+	Warnings        []string  `json:"warnings,omitempty"`
+
+	Runs []RunResult `json:"runs"`
+}
+
+func newReport(cfg *Config) *Report {
+	r := &Report{
+		Server: serverVersion(), Keys: cfg.Keys, ValueSize: cfg.ValueSize, Types: cfg.Types,
+		BigKeys: cfg.BigKeys, LoadRate: cfg.LoadRate, Runs: cfg.Runs,
+	}
+	if cfg.BigKeys {
+		r.BigElements = cfg.BigElements
+	}
+	for _, w := range cfg.Workloads {
+		for _, m := range cfg.Methods {
+			r.Rows = append(r.Rows, &Row{Workload: w, Method: m})
+		}
+	}
+	return r
+}
+
+func (r *Report) row(workload, method string) *Row {
+	for _, row := range r.Rows {
+		if row.Workload == workload && row.Method == method {
+			return row
+		}
+	}
+	return nil
+}
+
+func (r *Report) add(res RunResult) {
+	if row := r.row(res.Workload, res.Method); row != nil {
+		row.Runs = append(row.Runs, res)
+	}
+}
+
+// OK reports whether every run moved its slots and passed every check.
+func (r *Report) OK() bool {
+	for _, row := range r.Rows {
+		for i := range row.Runs {
+			if !row.Runs[i].ok() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// summarize fills each row from its runs: the median wall time, the other
+// numbers of the median run, lost writes and warnings of every run.
+func (r *Report) summarize() {
+	for _, row := range r.Rows {
+		var good []*RunResult
+		row.Failed, row.LostWrites, row.Warnings = 0, 0, nil
+		for i := range row.Runs {
+			run := &row.Runs[i]
+			row.LostWrites += run.LostWrites
+			if run.Error != "" {
+				row.Failed++
+				row.Warnings = append(row.Warnings, fmt.Sprintf("run %d failed: %s", run.Run, run.Error))
+				continue
+			}
+			for _, w := range run.Warnings {
+				row.Warnings = append(row.Warnings, fmt.Sprintf("run %d: %s", run.Run, w))
+			}
+			good = append(good, run)
+		}
+		if len(good) == 0 {
+			continue
+		}
+		sort.Slice(good, func(a, b int) bool { return good[a].WallMS < good[b].WallMS })
+		mid := good[(len(good)-1)/2]
+		row.WallMS = mid.WallMS
+		if len(good)%2 == 0 {
+			row.WallMS = (mid.WallMS + good[len(good)/2].WallMS) / 2
+		}
+		row.KeysMoved = mid.KeysMoved
+		if row.WallMS > 0 {
+			row.KeysPerSec = float64(row.KeysMoved) / (row.WallMS / 1000)
+		}
+		row.PauseMS = mid.PauseMS
+		row.ServerRedirects, row.ClientRedirects, row.LoadOps = mid.ServerRedirects, mid.ClientRedirects, mid.LoadOps
+	}
+	for _, row := range r.Rows {
+		base := r.row(row.Workload, MethodSlotmover)
+		if base != nil && base.WallMS > 0 && row.WallMS > 0 {
+			v := row.WallMS / base.WallMS
+			row.Ratio = &v
+		}
+	}
+}
+
+// WriteJSON writes the report as one indented JSON object.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
+
+// WriteTable writes the side-by-side table, then what slotmover's time went
+// to, then every warning and note.
+func (r *Report) WriteTable(w io.Writer) error {
+	var b strings.Builder
+	data := fmt.Sprintf("%d keys × %d B", r.Keys, r.ValueSize)
+	if r.Types {
+		data += ", mixed types"
+	}
+	if r.BigKeys {
+		data += fmt.Sprintf(", big keys of %d elements", r.BigElements)
+	}
+	fmt.Fprintf(&b, "%s; %s; median of %d run(s); background load %d INCR/s\n", r.Server, data, r.Runs, r.LoadRate)
+	b.WriteString("wall: start of the move to its end, source cleanup included; redirects M/A/T: MOVED/ASK/TRYAGAIN\n" +
+		"replies of all nodes during the move (INFO errorstats); load saw: redirects the load's node clients got\n\n")
+
+	tw := tabwriter.NewWriter(&b, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "workload\tmethod\twall\tvs slotmover\tkeys moved\tkeys/s\twrite pause\tredirects M/A/T\tload saw\tload ops\tlost writes\tcheck\t")
+	for _, row := range r.Rows {
+		wall, ratio, kps, pause := "-", "-", "-", "-"
+		if row.WallMS > 0 {
+			wall = fmt.Sprintf("%.2f s", row.WallMS/1000)
+			kps = fmt.Sprintf("%.0f", row.KeysPerSec)
+		}
+		if row.Ratio != nil {
+			ratio = fmt.Sprintf("%.1f×", *row.Ratio)
+		}
+		if row.PauseMS != nil {
+			pause = fmt.Sprintf("%.1f ms", *row.PauseMS)
+		}
+		check := "ok"
+		switch {
+		case len(row.Runs) == 0:
+			check = "not run"
+		case row.Failed == len(row.Runs):
+			check = "FAILED"
+		case row.Failed > 0:
+			check = fmt.Sprintf("%d FAILED", row.Failed)
+		case len(row.Warnings) > 0 || row.LostWrites > 0:
+			check = "WARN"
+		}
+		srv := row.ServerRedirects
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d/%d/%d\t%d\t%d\t%d\t%s\t\n",
+			row.Workload, row.Method, wall, ratio, row.KeysMoved, kps, pause,
+			srv.Moved, srv.Ask, srv.TryAgain, row.ClientRedirects.Total(), row.LoadOps, row.LostWrites, check)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write table: %w", err)
+	}
+
+	// Where slotmover's time went, per task of every run.
+	var details []string
+	for _, row := range r.Rows {
+		if row.Method != MethodSlotmover {
+			continue
+		}
+		for _, run := range row.Runs {
+			for _, t := range run.Tasks {
+				s := t.Summary
+				details = append(details, fmt.Sprintf("  %s run %d, %s slots %s: %d keys, rdb %.1f MB, snapshot %d ms, catchup %d ms, switched at %d ms (pause %.1f ms, %d attempt(s)), cleanup %d ms (%d orphans), total %d ms",
+					row.Workload, run.Run, s.Source, s.Slots, s.KeysCopied, float64(s.RDBBytes)/1e6,
+					s.SnapshotMS, s.CatchupMS, s.SwitchMS, s.PauseMS, s.CutoverAttempts,
+					s.CleanupMS, s.OrphansRemoved, s.TotalMS))
+			}
+		}
+	}
+	if len(details) > 0 {
+		b.WriteString("\nslotmover tasks:\n" + strings.Join(details, "\n") + "\n")
+	}
+	var notes []string
+	for _, row := range r.Rows {
+		for _, warn := range row.Warnings {
+			notes = append(notes, fmt.Sprintf("  WARN %s/%s: %s", row.Workload, row.Method, warn))
+		}
+		for _, run := range row.Runs {
+			for _, n := range run.Notes {
+				notes = append(notes, fmt.Sprintf("  note %s/%s run %d: %s", row.Workload, row.Method, run.Run, n))
+			}
+			if run.Dir != "" {
+				notes = append(notes, fmt.Sprintf("  note %s/%s run %d: files kept in %s", row.Workload, row.Method, run.Run, run.Dir))
+			}
+		}
+	}
+	if len(notes) > 0 {
+		b.WriteString("\n" + strings.Join(slices.Compact(notes), "\n") + "\n")
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("write table: %w", err)
+	}
+	return nil
+}
