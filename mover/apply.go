@@ -108,6 +108,23 @@ func (a *Applier) Send(end int64, label string, args ...[]byte) error {
 	return nil
 }
 
+// SendQuiet writes a command whose reply is not read: for commands sent
+// while the target's replies are off (CLIENT REPLY OFF), and for that
+// command itself. The caller checks their outcome another way.
+func (a *Applier) SendQuiet(args ...[]byte) error {
+	if err := a.Err(); err != nil {
+		return err
+	}
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
+	buf := resp.Append(a.bw.AvailableBuffer(), args...)
+	if _, err := a.bw.Write(buf); err != nil {
+		return a.fail(fmt.Errorf("write to target %s: %w", a.addr, err))
+	}
+	a.dirty = true
+	return nil
+}
+
 // Flush sends whatever is buffered.
 func (a *Applier) Flush() error {
 	a.wmu.Lock()

@@ -32,6 +32,10 @@ type Options struct {
 	BigKeyElements uint64 // collections with at least this many elements are replayed as chunked commands
 	Chunk          int    // elements per command for big keys
 	Cleanup        cutover.Pace
+	// ReplyPerKey takes the target's reply to every RESTORE of the snapshot,
+	// instead of turning replies off and checking the target's count of
+	// failed RESTOREs afterwards (faster; see feeder.snapshot).
+	ReplyPerKey bool
 
 	SpoolDir         string
 	KeepSourceConfig bool // leave the source's repl-diskless-sync-delay and rdbcompression alone during the sync

@@ -189,7 +189,7 @@ func (t *task) copyAndSwitch(ctx context.Context) error {
 	wg.Add(1)
 	f := &feeder{
 		task: t, link: link, app: app, keyTable: keyTable, targetVersion: targetVersion,
-		source: t.p.source, deferred: map[string]uint64{}, resyncs: map[string]*pendingResync{},
+		source: t.p.source, target: t.p.target, deferred: map[string]uint64{}, resyncs: map[string]*pendingResync{},
 	}
 	go func() {
 		defer wg.Done()

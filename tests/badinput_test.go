@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -187,5 +188,46 @@ func TestFailedMoveRollsBack(t *testing.T) {
 	}
 	if after, _ := c.Fingerprint(ctx); after != before {
 		t.Fatalf("the cluster changed after a cancel:\nbefore\n%s\nafter\n%s", before, after)
+	}
+}
+
+// RESTOREs that the target refuses (here: out of memory) while its replies
+// are off are caught by its own count of failed calls: the move rolls back
+// instead of losing keys.
+func TestRefusedRestoresAreCaught(t *testing.T) {
+	c := fourMasters(t)
+	ctx := context.Background()
+	cc := c.Client()
+	defer cc.Close()
+	load(t, cc, 20_000, mustSlots(t, "0-5460"))
+	target := c.Nodes[3].Client()
+	defer target.Close()
+	info, err := target.Info(ctx, "memory").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var usedMemory int64
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			fmt.Sscan(v, &usedMemory)
+		}
+	}
+	// Room for a few hundred keys, not for the slots' thousands.
+	if err := target.ConfigSet(ctx, "maxmemory", fmt.Sprint(usedMemory+300_000)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	before, err := c.Fingerprint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := mover.Run(ctx, mover.Options{
+		Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
+		Slots: mustSlots(t, "0-5460"), Logger: testLogger(t), BigKeyElements: 1 << 30,
+	})
+	if err == nil || sum.Result != mover.ResultRolledBack || !strings.Contains(err.Error(), "RESTOREs failed") {
+		t.Fatalf("move onto a full target: %s: %v", sum.Result, err)
+	}
+	if after, _ := c.Fingerprint(ctx); after != before {
+		t.Fatalf("the cluster changed:\nbefore\n%s\nafter\n%s", before, after)
 	}
 }
