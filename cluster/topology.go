@@ -160,3 +160,22 @@ func (t *Topology) Masters() []*Node {
 	}
 	return out
 }
+
+// CountKeys returns how many keys c holds in each of the slots, in one round trip.
+func CountKeys(ctx context.Context, c *redis.Client, of []uint16) ([]int64, error) {
+	cmds := make([]*redis.IntCmd, len(of))
+	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, s := range of {
+			cmds[i] = p.ClusterCountKeysInSlot(ctx, int(s))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("CLUSTER COUNTKEYSINSLOT on %s: %w", c.Options().Addr, err)
+	}
+	counts := make([]int64, len(of))
+	for i, c := range cmds {
+		counts[i] = c.Val()
+	}
+	return counts, nil
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/slots"
 )
 
@@ -98,19 +99,13 @@ func Rollback(ctx context.Context, target *redis.Client, set *slots.Set, pace Pa
 
 // withKeys returns the slots of group that hold keys on c.
 func withKeys(ctx context.Context, c *redis.Client, group []uint16) ([]uint16, error) {
-	counts := make([]*redis.IntCmd, len(group))
-	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, s := range group {
-			counts[i] = p.ClusterCountKeysInSlot(ctx, int(s))
-		}
-		return nil
-	})
+	counts, err := cluster.CountKeys(ctx, c, group)
 	if err != nil {
-		return nil, fmt.Errorf("CLUSTER COUNTKEYSINSLOT on %s: %w", c.Options().Addr, err)
+		return nil, err
 	}
 	var out []uint16
 	for i, n := range counts {
-		if n.Val() > 0 {
+		if n > 0 {
 			out = append(out, group[i])
 		}
 	}

@@ -97,15 +97,7 @@ func (a *Applier) Send(end int64, label string, args ...[]byte) error {
 	a.inflight++
 	a.sent++
 	a.mu.Unlock()
-
-	a.wmu.Lock()
-	defer a.wmu.Unlock()
-	buf := resp.Append(a.bw.AvailableBuffer(), args...)
-	if _, err := a.bw.Write(buf); err != nil {
-		return a.fail(fmt.Errorf("write to target %s: %w", a.addr, err))
-	}
-	a.dirty = true
-	return nil
+	return a.write(args)
 }
 
 // SendQuiet writes a command whose reply is not read: for commands sent
@@ -115,6 +107,10 @@ func (a *Applier) SendQuiet(args ...[]byte) error {
 	if err := a.Err(); err != nil {
 		return err
 	}
+	return a.write(args)
+}
+
+func (a *Applier) write(args [][]byte) error {
 	a.wmu.Lock()
 	defer a.wmu.Unlock()
 	buf := resp.Append(a.bw.AvailableBuffer(), args...)

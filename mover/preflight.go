@@ -137,22 +137,16 @@ func notOwned(n *cluster.Node, set *slots.Set) string {
 
 func noKeysOnTarget(ctx context.Context, target *redis.Client, set *slots.Set) error {
 	all := set.Slots()
-	counts := make([]*redis.IntCmd, len(all))
-	_, err := target.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, s := range all {
-			counts[i] = p.ClusterCountKeysInSlot(ctx, int(s))
-		}
-		return nil
-	})
+	counts, err := cluster.CountKeys(ctx, target, all)
 	if err != nil {
-		return refuse("count keys on target %s: %w", target.Options().Addr, err)
+		return refuse("count keys on target: %w", err)
 	}
 	var busy slots.Set
 	var total int64
-	for i, c := range counts {
-		if c.Val() > 0 {
+	for i, n := range counts {
+		if n > 0 {
 			busy.Add(all[i])
-			total += c.Val()
+			total += n
 		}
 	}
 	if total > 0 {
