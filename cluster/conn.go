@@ -47,7 +47,13 @@ func (c Conn) Dial(ctx context.Context) (net.Conn, error) {
 		return nil, fmt.Errorf("connect to %s: %w", c.Addr, err)
 	}
 	if c.TLS != nil {
-		tc := tls.Client(conn, c.TLS)
+		conf := c.TLS
+		if conf.ServerName == "" {
+			// Verify the certificate for the host dialled, as go-redis does.
+			conf = conf.Clone()
+			conf.ServerName, _, _ = net.SplitHostPort(c.Addr)
+		}
+		tc := tls.Client(conn, conf)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			conn.Close()
 			return nil, fmt.Errorf("TLS handshake with %s: %w", c.Addr, err)

@@ -6,6 +6,7 @@ package harness
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -33,6 +34,7 @@ func envOr(name, def string) string {
 // Options say how to start one server.
 type Options struct {
 	Cluster bool
+	TLS     bool // serve TLS only, with a self-signed certificate; Server.TLS trusts it
 	// Config holds extra redis.conf directives, one per entry ("maxmemory 100mb").
 	Config []string
 }
@@ -43,6 +45,7 @@ type Server struct {
 	Port int
 	Dir  string // its working directory (dump.rdb, nodes.conf, log)
 	PID  int
+	TLS  *tls.Config // for clients, when the server speaks TLS
 
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -91,6 +94,14 @@ func startOn(ctx context.Context, dir string, port int, opts Options) (*Server, 
 			"cluster-allow-replica-migration no",
 		)
 	}
+	var tlsConf *tls.Config
+	if opts.TLS {
+		lines, tc, err := tlsSetup(sdir, port)
+		if err != nil {
+			return nil, err
+		}
+		conf, tlsConf = append(conf, lines...), tc
+	}
 	conf = append(conf, opts.Config...)
 	confPath := filepath.Join(sdir, "redis.conf")
 	if err := os.WriteFile(confPath, []byte(strings.Join(conf, "\n")+"\n"), 0o644); err != nil {
@@ -108,12 +119,13 @@ func startOn(ctx context.Context, dir string, port int, opts Options) (*Server, 
 		Port:   port,
 		Dir:    sdir,
 		PID:    cmd.Process.Pid,
+		TLS:    tlsConf,
 		cmd:    cmd,
 		exited: make(chan struct{}),
 	}
 	go func() { cmd.Wait(); close(s.exited) }()
 
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	c := s.Client()
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -138,7 +150,7 @@ func startOn(ctx context.Context, dir string, port int, opts Options) (*Server, 
 
 // Client returns a new single-node client for the server; the caller closes it.
 func (s *Server) Client() *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, ReadTimeout: 30 * time.Second})
+	return redis.NewClient(&redis.Options{Addr: s.Addr, TLSConfig: s.TLS, MaxRetries: -1, ReadTimeout: 30 * time.Second, DisableIdentity: true})
 }
 
 // Stop ends the process by PID: SIGTERM, then SIGKILL if it lingers.
