@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -26,6 +27,7 @@ type moveFlags struct {
 	slotSpec           string
 	user, password     string
 	tlsOn, tlsInsecure bool
+	tlsCA              string
 	jsonOut            bool
 	logLevel           string
 }
@@ -51,6 +53,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.user, "user", "", "ACL user for Redis (source, target and other masters)")
 	fs.StringVar(&f.password, "password", os.Getenv("SLOTMOVER_PASSWORD"), "password for Redis (default $SLOTMOVER_PASSWORD)")
 	fs.BoolVar(&f.tlsOn, "tls", false, "connect to Redis with TLS")
+	fs.StringVar(&f.tlsCA, "tls-ca-cert", "", "with --tls, trust the CA certificates in this PEM `file` (default the system's)")
 	fs.BoolVar(&f.tlsInsecure, "tls-insecure", false, "with --tls, do not verify server certificates")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 }
@@ -68,7 +71,17 @@ func (f *moveFlags) resolve() error {
 	o.Slots = set
 	var tc *tls.Config
 	if f.tlsOn {
-		tc = &tls.Config{InsecureSkipVerify: f.tlsInsecure}
+		tc = &tls.Config{InsecureSkipVerify: f.tlsInsecure, MinVersion: tls.VersionTLS12}
+		if f.tlsCA != "" {
+			pem, err := os.ReadFile(f.tlsCA)
+			if err != nil {
+				return fmt.Errorf("--tls-ca-cert: %w", err)
+			}
+			tc.RootCAs = x509.NewCertPool()
+			if !tc.RootCAs.AppendCertsFromPEM(pem) {
+				return fmt.Errorf("--tls-ca-cert: no certificate in %s", f.tlsCA)
+			}
+		}
 	}
 	for _, c := range []*mover.Conn{&o.Source, &o.Target} {
 		c.Username, c.Password, c.TLS = f.user, f.password, tc
