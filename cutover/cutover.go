@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -58,15 +59,15 @@ type Result struct {
 
 // Switch runs one cutover attempt:
 //
-//  0. Before the pause, queue the transactions of steps 3 and 4 (MULTI and
-//     their commands, not EXEC), so that the pause holds only their execution.
+//  0. Before the pause, queue the transactions of steps 3, 4 and 6 (MULTI
+//     and their commands, not EXEC), so that only their execution is left.
 //  1. CLIENT PAUSE <budget> WRITE on the source; read its master_repl_offset.
 //  2. Wait for the fence; if it is not reached in time, unpause: ErrFenceMissed.
 //  3. Source: EXEC of MULTI; CLUSTER DELSLOTSRANGE …; CLUSTER SETSLOT <s> NODE <target> ….
 //     It now answers -MOVED to the target and keeps the keys as orphans.
 //  4. Target: EXEC of its claim (see claimCommands), which bumps its epoch.
 //  5. CLIENT UNPAUSE.
-//  6. Every other master: CLUSTER SETSLOT <s> NODE <target>.
+//  6. Every other master, all at once: CLUSTER SETSLOT <s> NODE <target>.
 //
 // Claiming on the target first would make the source, on hearing of it by
 // gossip while still owning the slots, delete their keys synchronously.
@@ -84,6 +85,19 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence) (Result, error) {
 		return res, fmt.Errorf("queue the claim on target: %w", err)
 	}
 	defer claimTx.Close()
+	// The other masters' news is queued too, so that they learn it within
+	// a few milliseconds of the unpause: until then their clients are sent
+	// to the source and on from there, and a client refreshing its slot map
+	// from one of them gets the old owner.
+	var tell []*queuedTx
+	for _, o := range n.Others {
+		tx, err := queueTx(ctx, o, func(pl redis.Pipeliner) { setSlotNodeCommands(ctx, pl, n.TargetID, p.Slots) })
+		if err != nil {
+			return res, fmt.Errorf("queue the news for %s: %w", o.Options().Addr, err)
+		}
+		defer tx.Close()
+		tell = append(tell, tx)
+	}
 
 	budget := p.PauseBudget
 	pausedAt := time.Now()
@@ -146,15 +160,20 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence) (Result, error) {
 	if claimErr != nil {
 		return res, errors.Join(fmt.Errorf("target claim failed after the source released the slots: %w", claimErr), uerr)
 	}
-	// The other masters are told after the pause: the target's claim reaches
-	// them by gossip anyway, with its bumped epoch, and until then a client
-	// asking them is sent to the source, which sends it on to the target.
-	var tellErrs []error
-	for _, o := range n.Others {
-		if err := setSlotNode(ctx, o, n.TargetID, p.Slots); err != nil {
-			tellErrs = append(tellErrs, fmt.Errorf("tell %s: %w", o.Options().Addr, err))
-		}
+	// Not fatal if one fails: the target's claim reaches them by gossip
+	// anyway, with its bumped epoch.
+	tellErrs := make([]error, len(tell))
+	var wg sync.WaitGroup
+	for i, tx := range tell {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := execTx(ctx, tx); err != nil {
+				tellErrs[i] = fmt.Errorf("tell %s: %w", tx.client.Options().Addr, err)
+			}
+		}()
 	}
+	wg.Wait()
 	return res, errors.Join(append(tellErrs, uerr)...)
 }
 
@@ -211,9 +230,7 @@ func releaseCommands(ctx context.Context, p redis.Pipeliner, targetID string, se
 		args = append(args, r.Start, r.End)
 	}
 	p.Do(ctx, args...)
-	for _, s := range set.Slots() {
-		p.Do(ctx, "CLUSTER", "SETSLOT", s, "NODE", targetID)
-	}
+	setSlotNodeCommands(ctx, p, targetID, set)
 }
 
 // claimCommands make the target own the slots: STABLE then NODE <self> for
@@ -259,20 +276,13 @@ func firstCmdErr(cmds []redis.Cmder, c *redis.Client, err error) error {
 	return fmt.Errorf("on %s: %w", c.Options().Addr, err)
 }
 
-// setSlotNode sends CLUSTER SETSLOT <s> NODE <id> for every slot in one
-// MULTI/EXEC: the node then saves its cluster config once, not once per
-// batch of slots it happens to read.
-func setSlotNode(ctx context.Context, c *redis.Client, id string, set *slots.Set) error {
-	cmds, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		for _, s := range set.Slots() {
-			p.Do(ctx, "CLUSTER", "SETSLOT", s, "NODE", id)
-		}
-		return nil
-	})
-	if err != nil {
-		return firstCmdErr(cmds, c, err)
+// setSlotNodeCommands tell a node that id owns the slots. In one
+// MULTI/EXEC, the node saves its cluster config once, not once per batch of
+// slots it happens to read.
+func setSlotNodeCommands(ctx context.Context, p redis.Pipeliner, id string, set *slots.Set) {
+	for _, s := range set.Slots() {
+		p.Do(ctx, "CLUSTER", "SETSLOT", s, "NODE", id)
 	}
-	return nil
 }
 
 // sourceStillOwns reports whether the source still claims every slot.
