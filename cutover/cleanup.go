@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -147,24 +148,17 @@ func purge(ctx context.Context, c *redis.Client, group []uint16, pace Pace) (int
 		if err != nil {
 			return removed, fmt.Errorf("CLUSTER GETKEYSINSLOT on %s: %w", c.Options().Addr, err)
 		}
-		var unlinks []*redis.IntCmd
+		var batches [][]string
 		next := group[:0:0]
-		cmds, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, l := range lists {
-				if keys := l.Val(); len(keys) > 0 {
-					p.Do(ctx, "ASKING")
-					unlinks = append(unlinks, p.Unlink(ctx, keys...))
-					next = append(next, group[i])
-				}
+		for i, l := range lists {
+			if keys := l.Val(); len(keys) > 0 {
+				batches = append(batches, keys)
+				next = append(next, group[i])
 			}
-			return nil
-		})
-		if err != nil {
-			return removed, fmt.Errorf("UNLINK orphaned keys: %w", firstCmdErr(cmds, c, err))
 		}
-		var n int64
-		for _, u := range unlinks {
-			n += u.Val()
+		n, err := unlink(ctx, c, batches)
+		if err != nil {
+			return removed, err
 		}
 		removed += n
 		if n > 0 {
@@ -182,6 +176,39 @@ func purge(ctx context.Context, c *redis.Client, group []uint16, pace Pace) (int
 		}
 	}
 	return removed, nil
+}
+
+// unlink removes each batch of keys (one slot's) with ASKING + UNLINK. On an
+// importing slot a command naming several keys gets TRYAGAIN if one of
+// them is gone (expired since GETKEYSINSLOT listed it): such a batch is
+// sent again key by key.
+func unlink(ctx context.Context, c *redis.Client, batches [][]string) (int64, error) {
+	var n int64
+	for len(batches) > 0 {
+		unlinks := make([]*redis.IntCmd, len(batches))
+		c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, keys := range batches {
+				p.Do(ctx, "ASKING")
+				unlinks[i] = p.Unlink(ctx, keys...)
+			}
+			return nil
+		})
+		var again [][]string
+		for i, u := range unlinks {
+			switch err := u.Err(); {
+			case err == nil:
+				n += u.Val()
+			case strings.HasPrefix(err.Error(), "TRYAGAIN") && len(batches[i]) > 1:
+				for _, k := range batches[i] {
+					again = append(again, []string{k})
+				}
+			default:
+				return n, fmt.Errorf("UNLINK of %d orphaned keys (%q…) on %s: %w", len(batches[i]), batches[i][0], c.Options().Addr, err)
+			}
+		}
+		batches = again
+	}
+	return n, nil
 }
 
 func isReplica(ctx context.Context, c *redis.Client) (bool, error) {
