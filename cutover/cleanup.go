@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -178,35 +177,43 @@ func purge(ctx context.Context, c *redis.Client, group []uint16, pace Pace) (int
 	return removed, nil
 }
 
-// unlink removes each batch of keys (one slot's) with ASKING + UNLINK. On an
-// importing slot a command naming several keys gets TRYAGAIN if one of
-// them is gone (expired since GETKEYSINSLOT listed it): such a batch is
-// sent again key by key.
+// unlinkScript removes the keys given as arguments, one UNLINK each. On an
+// importing slot, a command naming several keys is refused with TRYAGAIN
+// if one of them is gone (expired since GETKEYSINSLOT listed it); single-key
+// commands inside a script that declares no key are not, and the script
+// inherits the caller's ASKING.
+var unlinkScript = redis.NewScript(`local n = 0
+for _, k in ipairs(ARGV) do n = n + redis.call('UNLINK', k) end
+return n`)
+
+// unlink removes each batch of keys (one slot's) in one round trip.
 func unlink(ctx context.Context, c *redis.Client, batches [][]string) (int64, error) {
-	var n int64
-	for len(batches) > 0 {
-		unlinks := make([]*redis.IntCmd, len(batches))
-		c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, keys := range batches {
-				p.Do(ctx, "ASKING")
-				unlinks[i] = p.Unlink(ctx, keys...)
+	if len(batches) == 0 {
+		return 0, nil
+	}
+	// Load once, so that the pipeline can use EVALSHA.
+	if err := unlinkScript.Load(ctx, c).Err(); err != nil {
+		return 0, fmt.Errorf("SCRIPT LOAD on %s: %w", c.Options().Addr, err)
+	}
+	counts := make([]*redis.Cmd, len(batches))
+	c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, keys := range batches {
+			args := make([]any, len(keys))
+			for j, k := range keys {
+				args[j] = k
 			}
-			return nil
-		})
-		var again [][]string
-		for i, u := range unlinks {
-			switch err := u.Err(); {
-			case err == nil:
-				n += u.Val()
-			case strings.HasPrefix(err.Error(), "TRYAGAIN") && len(batches[i]) > 1:
-				for _, k := range batches[i] {
-					again = append(again, []string{k})
-				}
-			default:
-				return n, fmt.Errorf("UNLINK of %d orphaned keys (%q…) on %s: %w", len(batches[i]), batches[i][0], c.Options().Addr, err)
-			}
+			p.Do(ctx, "ASKING")
+			counts[i] = unlinkScript.EvalSha(ctx, p, nil, args...)
 		}
-		batches = again
+		return nil
+	})
+	var n int64
+	for i, cmd := range counts {
+		v, err := cmd.Int64()
+		if err != nil {
+			return n, fmt.Errorf("UNLINK of %d orphaned keys (%q…) on %s: %w", len(batches[i]), batches[i][0], c.Options().Addr, err)
+		}
+		n += v
 	}
 	return n, nil
 }

@@ -3,6 +3,7 @@ package cutover
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,5 +56,9 @@ func TestPurgeSurvivesExpiredKeys(t *testing.T) {
 	}
 	if n := node.ClusterCountKeysInSlot(ctx, slot).Val(); n != 0 || removed != 40 {
 		t.Fatalf("%d keys left in the slot, %d removed (want 0 and the 40 that had not expired)", n, removed)
+	}
+	// Nor may it leave TRYAGAIN in the operator's error statistics.
+	if stats := node.Info(ctx, "errorstats").Val(); strings.Contains(stats, "TRYAGAIN") {
+		t.Fatalf("the purge drew TRYAGAIN errors:\n%s", stats)
 	}
 }
