@@ -73,7 +73,12 @@ type Result struct {
 // gossip while still owning the slots, delete their keys synchronously.
 // An error with Result.Released set means the switch is half done and must
 // be finished by hand or by fix; the error says what is left.
-func Switch(ctx context.Context, n Nodes, p Plan, fence Fence) (Result, error) {
+//
+// freeze is called after the fence, right before the source gives the slots
+// away: from then on nothing of the stream past the fence may reach the
+// target, where it would undo clients' writes (the source still expires its
+// orphaned keys, and streams a DEL for each).
+func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off int64)) (Result, error) {
 	var res Result
 	release, err := queueTx(ctx, n.Source, func(pl redis.Pipeliner) { releaseCommands(ctx, pl, n.TargetID, p.Slots) })
 	if err != nil {
@@ -138,6 +143,7 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence) (Result, error) {
 		return res, errors.Join(fmt.Errorf("%w: fence reached after %s, too late in a %s pause", ErrFenceMissed, elapsed, budget), unpause())
 	}
 
+	freeze(off)
 	releaseStart := time.Now()
 	err = execTx(ctx, release)
 	res.Release = time.Since(releaseStart)

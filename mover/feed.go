@@ -40,7 +40,11 @@ type feeder struct {
 	deferred      map[string]uint64 // key → the resync that will bring it
 	resyncs       map[string]*pendingResync
 	deferredCount atomic.Int64 // len(deferred), for the cutover's fence
+	frozenAt      atomic.Int64 // 1 + the stream offset past which nothing is applied; 0 until the cutover
 }
+
+// freeze stops applying the stream past off: see cutover.Switch.
+func (f *feeder) freeze(off int64) { f.frozenAt.Store(off + 1) }
 
 var (
 	argAsking        = []byte("ASKING")
@@ -247,6 +251,10 @@ func (f *feeder) replay(e *rdbparse.Entry, version int) error {
 // DEL, UNLINK, MSET and MSETNX are split per key, and the keys of any other
 // multi-key write are resynced from the source (see resync).
 func (f *feeder) applyDelta(cmd *stream.Command) error {
+	if at := f.frozenAt.Load(); at > 0 && cmd.Start >= at-1 {
+		f.app.Mark(cmd.End)
+		return nil
+	}
 	if r := f.resyncOf(cmd); r != nil {
 		if err := f.finishResync(r); err != nil {
 			return err

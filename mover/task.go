@@ -277,7 +277,8 @@ func (t *task) cutover(ctx context.Context, f *feeder) (bool, error) {
 				return fmt.Errorf("%w: %d keys wait for a resync", cutover.ErrFenceMissed, n)
 			}
 			return nil
-		})
+		},
+		f.freeze)
 	t.sum.CutoverAttempts = t.m.Attempts
 	t.sum.PauseMS = float64(res.Pause.Microseconds()) / 1000
 	t.sum.FenceOffset = res.Fence
