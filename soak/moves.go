@@ -1,0 +1,337 @@
+package soak
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/mover"
+	"github.com/slotmover/slotmover/slots"
+)
+
+// Move is one move the soak asks a Mover for.
+type Move struct {
+	Seq                  int
+	SourceID, SourceAddr string
+	TargetID, TargetAddr string
+	Slots                *slots.Set
+}
+
+// Window is a span of time.
+type Window struct{ Start, End time.Time }
+
+// Outcome is what a Mover reports about one move.
+type Outcome struct {
+	Summary mover.Summary
+	Err     error
+	// Pauses are the write pauses on the source, if the mover knows them;
+	// the report splits latencies by them.
+	Pauses []Window
+}
+
+// Mover carries out one move. The soak does not care how: the library in
+// this process, a subprocess, or a fault-injecting mover that kills itself
+// or restarts a node half-way, repairs, and reports what it did. The
+// checker only sees the workload's replies and reads.
+type Mover interface {
+	Move(ctx context.Context, m Move) Outcome
+}
+
+// MoverFunc adapts a function to Mover.
+type MoverFunc func(ctx context.Context, m Move) Outcome
+
+// Move calls f.
+func (f MoverFunc) Move(ctx context.Context, m Move) Outcome { return f(ctx, m) }
+
+// LibraryMover moves with mover.Run in this process. base supplies
+// credentials, tunables, faults and the logger; each move sets the nodes,
+// the slots and the task ID.
+func LibraryMover(base mover.Options) Mover {
+	return MoverFunc(func(ctx context.Context, m Move) Outcome {
+		opts := base
+		opts.Source.Addr, opts.Target.Addr = m.SourceAddr, m.TargetAddr
+		opts.Slots = m.Slots
+		opts.TaskID = ""
+		logger := opts.Logger
+		if logger == nil {
+			logger = slog.Default()
+		}
+		tap := &pauseTap{next: logger.Handler(), shared: &tapState{}}
+		opts.Logger = slog.New(tap).With("move", m.Seq)
+		sum, err := mover.Run(ctx, opts)
+		return Outcome{Summary: sum, Err: err, Pauses: tap.windows()}
+	})
+}
+
+// pauseTap passes log records on and notes the write pauses: the summary
+// gives only the last pause's length, while the mover's record of each
+// cutover attempt carries its length and when it ended. If that record
+// changes, the report just has no pause windows.
+type pauseTap struct {
+	next   slog.Handler
+	shared *tapState // one per move, shared by the handlers derived from it
+}
+
+type tapState struct {
+	mu     sync.Mutex
+	pauses []Window
+}
+
+func (t *pauseTap) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelInfo || t.next.Enabled(ctx, l)
+}
+
+func (t *pauseTap) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "cutover attempt" {
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "pause" && a.Value.Kind() == slog.KindDuration && a.Value.Duration() > 0 {
+				st := t.shared
+				st.mu.Lock()
+				st.pauses = append(st.pauses, Window{Start: r.Time.Add(-a.Value.Duration()), End: r.Time})
+				st.mu.Unlock()
+				return false
+			}
+			return true
+		})
+	}
+	if !t.next.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return t.next.Handle(ctx, r)
+}
+
+func (t *pauseTap) WithAttrs(as []slog.Attr) slog.Handler {
+	return &pauseTap{next: t.next.WithAttrs(as), shared: t.shared}
+}
+
+func (t *pauseTap) WithGroup(name string) slog.Handler {
+	return &pauseTap{next: t.next.WithGroup(name), shared: t.shared}
+}
+
+func (t *pauseTap) windows() []Window {
+	t.shared.mu.Lock()
+	defer t.shared.mu.Unlock()
+	return slices.Clone(t.shared.pauses)
+}
+
+// Classes of move outcomes in the report.
+const (
+	classMoved      = "moved"
+	classRefused    = "refused"     // refused before anything changed
+	classRolledBack = "rolled_back" // failed or cancelled, and cleanly undone
+	classFailed     = "failed"      // anything else: the soak fails
+)
+
+func classify(o Outcome) string {
+	var ie *mover.InputError
+	switch r := o.Summary.Result; {
+	case errors.As(o.Err, &ie) || r == mover.ResultRefused:
+		return classRefused
+	case r == mover.ResultMoved && o.Err == nil:
+		return classMoved
+	case r == mover.ResultRolledBack || r == mover.ResultCancelled:
+		return classRolledBack
+	}
+	return classFailed
+}
+
+// scheduler picks moves and keeps two moves off the same slots.
+type scheduler struct {
+	mu       sync.Mutex
+	rng      *rand.Rand
+	pick     string // PickRandom or PickRoundRobin
+	slotPick string // SlotsMixed, SlotsRun or SlotsRandom
+	k        int
+	busy     [slots.Count]bool // slots of moves in flight
+	// quarantined slots belong to moves that failed half-way: they keep
+	// marks or orphans that would get every later move of them refused.
+	quarantined [slots.Count]bool
+	involved    map[string]int // node ID → moves in flight that involve it
+	rr          int
+	picks       int
+	bigSlots    []uint16 // slots of the big keys, sorted
+	// moving is the slots of moves in flight, for the workers to aim at;
+	// replaced, never changed, so readers need no lock.
+	moving atomic.Pointer[[]uint16]
+}
+
+// publish updates moving from busy; the caller holds mu.
+func (s *scheduler) publish() {
+	var xs []uint16
+	for x, b := range s.busy {
+		if b {
+			xs = append(xs, uint16(x))
+		}
+	}
+	s.moving.Store(&xs)
+}
+
+// movingSlots returns the slots of the moves in flight (do not modify).
+func (s *scheduler) movingSlots() []uint16 {
+	if p := s.moving.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func newScheduler(cfg *Config, bigSlots []uint16) *scheduler {
+	big := slices.Clone(bigSlots)
+	slices.Sort(big)
+	return &scheduler{
+		rng:  rand.New(rand.NewPCG(uint64(cfg.Seed), 0x50a4)),
+		pick: cfg.Pick, slotPick: cfg.SlotPick, k: cfg.SlotsPerMove,
+		involved: map[string]int{},
+		bigSlots: slices.Compact(big),
+	}
+}
+
+// plan picks a move in top and reserves its slots and nodes; ok is false
+// when no move is possible now.
+func (s *scheduler) plan(top *cluster.Topology, seq int) (Move, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	masters := usableMasters(top)
+	sort.Slice(masters, func(i, j int) bool { return masters[i].ID < masters[j].ID })
+	if len(masters) < 2 {
+		return Move{}, false
+	}
+	type cand struct {
+		n    *cluster.Node
+		free []uint16
+	}
+	var sources []cand
+	for _, n := range masters {
+		var free []uint16
+		for _, x := range n.Slots.Slots() {
+			if !s.busy[x] && !s.quarantined[x] {
+				free = append(free, x)
+			}
+		}
+		// A master that another move involves keeps a slot: drained, it may
+		// turn into a replica (replica migration) under that other move.
+		if s.involved[n.ID] > 0 && len(free) > 0 && len(free) >= n.Slots.Len() {
+			free = free[:len(free)-1]
+		}
+		if len(free) > 0 {
+			sources = append(sources, cand{n, free})
+		}
+	}
+	if len(sources) == 0 {
+		return Move{}, false
+	}
+	// Every fourth move takes a big key along when a source has one free:
+	// big keys are few, and their chunked copy is a path of its own.
+	withBigKey := s.picks%4 == 0 && len(s.bigSlots) > 0
+	if withBigKey {
+		var withBig []cand
+		for _, c := range sources {
+			for _, x := range s.bigSlots {
+				if _, ok := slices.BinarySearch(c.free, x); ok {
+					withBig = append(withBig, c)
+					break
+				}
+			}
+		}
+		if len(withBig) > 0 {
+			sources = withBig
+		}
+	}
+	var src cand
+	var dst *cluster.Node
+	if s.pick == PickRoundRobin {
+		src = sources[s.rr%len(sources)]
+		s.rr++
+		i := slices.IndexFunc(masters, func(n *cluster.Node) bool { return n.ID == src.n.ID })
+		dst = masters[(i+1)%len(masters)]
+	} else {
+		src = sources[s.rng.IntN(len(sources))]
+		for dst == nil || dst.ID == src.n.ID {
+			dst = masters[s.rng.IntN(len(masters))]
+		}
+	}
+	must := -1
+	for _, x := range s.bigSlots {
+		if _, ok := slices.BinarySearch(src.free, x); ok && withBigKey {
+			must = int(x)
+			break
+		}
+	}
+	set := s.chooseSlots(src.free, must)
+	for _, x := range set.Slots() {
+		s.busy[x] = true
+	}
+	s.involved[src.n.ID]++
+	s.involved[dst.ID]++
+	s.publish()
+	return Move{Seq: seq, SourceID: src.n.ID, SourceAddr: src.n.Addr, TargetID: dst.ID, TargetAddr: dst.Addr, Slots: set}, true
+}
+
+// chooseSlots takes up to k of free (sorted): a contiguous run, or k at
+// random; either holds must unless it is -1.
+func (s *scheduler) chooseSlots(free []uint16, must int) *slots.Set {
+	want := min(s.k, len(free))
+	mode := s.slotPick
+	if mode == SlotsMixed {
+		mode = SlotsRun
+		if s.picks%2 == 1 {
+			mode = SlotsRandom
+		}
+	}
+	s.picks++
+	set := &slots.Set{}
+	if mode == SlotsRandom {
+		if must >= 0 {
+			set.Add(uint16(must))
+		}
+		for _, i := range s.rng.Perm(len(free)) {
+			if set.Len() >= want {
+				break
+			}
+			set.Add(free[i])
+		}
+		return set
+	}
+	// The longest of a few runs from random starts, up to want slots.
+	var best []uint16
+	tries := 8
+	if must >= 0 {
+		tries = 1 // the run starts at must
+	}
+	for try := 0; try < tries && len(best) < want; try++ {
+		i := s.rng.IntN(len(free))
+		if must >= 0 {
+			i, _ = slices.BinarySearch(free, uint16(must))
+		}
+		run := []uint16{free[i]}
+		for j := i + 1; j < len(free) && len(run) < want && free[j] == free[j-1]+1; j++ {
+			run = append(run, free[j])
+		}
+		if len(run) > len(best) {
+			best = run
+		}
+	}
+	for _, x := range best {
+		set.Add(x)
+	}
+	return set
+}
+
+// release ends a move; a failed one's slots are never planned again.
+func (s *scheduler) release(m Move, failed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, x := range m.Slots.Slots() {
+		s.busy[x] = false
+		s.quarantined[x] = s.quarantined[x] || failed
+	}
+	s.involved[m.SourceID]--
+	s.involved[m.TargetID]--
+	s.publish()
+}

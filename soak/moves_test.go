@@ -1,0 +1,165 @@
+package soak
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slotmover/slotmover/cluster"
+)
+
+const nodesText = `a 127.0.0.1:1@11 myself,master - 0 0 1 connected 0-5460
+b 127.0.0.1:2@12 master - 0 0 2 connected 5461-10922
+c 127.0.0.1:3@13 master - 0 0 3 connected 10923-16383
+d 127.0.0.1:4@14 master - 0 0 4 connected
+e 127.0.0.1:5@15 slave a 0 0 1 connected`
+
+func TestSchedulerNeverOverlaps(t *testing.T) {
+	top, err := cluster.Parse(nodesText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pick := range []string{PickRandom, PickRoundRobin} {
+		s := newScheduler(&Config{Seed: 7, Pick: pick, SlotPick: SlotsMixed, SlotsPerMove: 300}, []uint16{77, 6000, 12000})
+		var inFlight []Move
+		seen := map[uint16]bool{}
+		for i := 0; i < 20; i++ {
+			m, ok := s.plan(top, i)
+			if !ok {
+				t.Fatalf("%s: no move planned", pick)
+			}
+			if m.SourceID == m.TargetID || m.SourceID == "e" || m.TargetID == "e" || m.SourceID == "d" {
+				t.Fatalf("%s: bad pair %s -> %s", pick, m.SourceID, m.TargetID)
+			}
+			if n := m.Slots.Len(); n == 0 || n > 300 {
+				t.Fatalf("%s: %d slots", pick, n)
+			}
+			src := top.ByID(m.SourceID)
+			for _, x := range m.Slots.Slots() {
+				if seen[x] {
+					t.Fatalf("%s: slot %d planned twice while in flight", pick, x)
+				}
+				if !src.Slots.Contains(x) {
+					t.Fatalf("%s: slot %d is not the source's", pick, x)
+				}
+				seen[x] = true
+			}
+			if got := len(s.movingSlots()); got != len(seen) {
+				t.Fatalf("%s: %d moving slots published, %d in flight", pick, got, len(seen))
+			}
+			inFlight = append(inFlight, m)
+			if len(inFlight) == 3 { // release the oldest, as a finished move would
+				s.release(inFlight[0], false)
+				for _, x := range inFlight[0].Slots.Slots() {
+					delete(seen, x)
+				}
+				inFlight = inFlight[1:]
+			}
+		}
+	}
+}
+
+func TestSchedulerKeepsASlotOnBusyMasters(t *testing.T) {
+	top, err := cluster.Parse("a 127.0.0.1:1@11 myself,master - 0 0 1 connected 0-9\nb 127.0.0.1:2@12 master - 0 0 2 connected 10-16383")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newScheduler(&Config{Seed: 1, Pick: PickRoundRobin, SlotPick: SlotsRun, SlotsPerMove: 100}, nil)
+	first, ok := s.plan(top, 1) // a -> b: a's whole 10 slots, nothing else involves a
+	if !ok || first.SourceID != "a" || first.Slots.Len() != 10 {
+		t.Fatalf("first move: %v %+v", ok, first)
+	}
+	s.release(first, false)
+	s.involved["a"] = 1 // say a is the target of another move
+	m, ok := s.plan(top, 2)
+	if ok && m.SourceID == "a" && m.Slots.Len() > 9 {
+		t.Fatalf("drained a master that another move involves: %s", m.Slots)
+	}
+}
+
+func TestSchedulerTakesBigKeysAlong(t *testing.T) {
+	top, err := cluster.Parse(nodesText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{SlotsRun, SlotsRandom} {
+		s := newScheduler(&Config{Seed: 5, Pick: PickRandom, SlotPick: mode, SlotsPerMove: 10}, []uint16{12000})
+		with := 0
+		for i := 0; i < 40; i++ {
+			m, ok := s.plan(top, i)
+			if !ok {
+				t.Fatal("no move planned")
+			}
+			if m.Slots.Contains(12000) {
+				with++
+				if m.Slots.Len() != 10 {
+					t.Fatalf("%s: %d slots with the big key's", mode, m.Slots.Len())
+				}
+			}
+			s.release(m, false)
+		}
+		if with < 10 {
+			t.Fatalf("%s: the big key's slot moved %d times in 40 moves", mode, with)
+		}
+	}
+}
+
+func TestSchedulerQuarantinesFailedMoves(t *testing.T) {
+	top, err := cluster.Parse(nodesText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newScheduler(&Config{Seed: 3, Pick: PickRandom, SlotPick: SlotsRandom, SlotsPerMove: 1000}, nil)
+	bad, _ := s.plan(top, 1)
+	s.release(bad, true)
+	for i := 0; i < 50; i++ {
+		m, ok := s.plan(top, i)
+		if !ok {
+			t.Fatal("no move planned")
+		}
+		for _, x := range m.Slots.Slots() {
+			if bad.Slots.Contains(x) {
+				t.Fatalf("slot %d of a failed move planned again", x)
+			}
+		}
+		s.release(m, false)
+	}
+}
+
+func TestSpans(t *testing.T) {
+	ss := merge([]span{{50, 60}, {0, 10}, {5, 20}, {100, 100}})
+	if len(ss) != 3 || ss[0] != (span{0, 20}) {
+		t.Fatalf("merge: %v", ss)
+	}
+	for _, c := range []struct {
+		a, b int64
+		want bool
+	}{{21, 49, false}, {15, 30, true}, {60, 70, true}, {99, 99, false}, {99, 101, true}, {101, 200, false}} {
+		if got := overlaps(ss, c.a, c.b); got != c.want {
+			t.Errorf("overlaps(%d, %d) = %v", c.a, c.b, got)
+		}
+	}
+	l := summarize([]int64{1000, 2000, 3000, 4000})
+	if l.Count != 4 || l.P50 != 2 || l.Max != 4 || l.P99 != 4 {
+		t.Fatalf("summarize: %+v", l)
+	}
+}
+
+func TestPauseTapNotesPauses(t *testing.T) {
+	var buf bytes.Buffer
+	next := slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn})
+	tap := &pauseTap{next: next, shared: &tapState{}}
+	log := slog.New(tap).With("move", 1).With("task", "x")
+	log.Info("cutover attempt", "attempt", 1, "pause", 3*time.Millisecond, "released", true)
+	log.Info("transition", "pause", time.Second) // not a cutover attempt
+	log.Warn("kept")
+	ws := tap.windows()
+	if len(ws) != 1 || ws[0].End.Sub(ws[0].Start) != 3*time.Millisecond {
+		t.Fatalf("pause windows %v", ws)
+	}
+	if s := buf.String(); strings.Contains(s, "cutover attempt") || !strings.Contains(s, "kept") || !strings.Contains(s, "move=1") {
+		t.Fatalf("the wrapped handler's level or attributes were not kept: %q", s)
+	}
+}
