@@ -33,8 +33,9 @@ type RunResult struct {
 	ServerRedirects Redirects `json:"server_redirects"`
 	ClientRedirects Redirects `json:"client_redirects"`
 
-	PauseMS *float64     `json:"pause_ms,omitempty"` // slotmover: the longest write pause of its tasks
-	Tasks   []TaskResult `json:"tasks,omitempty"`
+	PauseMS  *float64     `json:"pause_ms,omitempty"`  // slotmover: the longest write pause of its tasks
+	SwitchMS *float64     `json:"switch_ms,omitempty"` // slotmover: when its last task's target served the slots
+	Tasks    []TaskResult `json:"tasks,omitempty"`
 
 	Error    string   `json:"error,omitempty"`    // the move failed
 	Warnings []string `json:"warnings,omitempty"` // a check after the move failed
@@ -162,6 +163,9 @@ func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, r
 			if r.PauseMS == nil || t.Summary.PauseMS > *r.PauseMS {
 				v := t.Summary.PauseMS
 				r.PauseMS = &v
+			}
+			if v := float64(t.Summary.SwitchMS); r.SwitchMS == nil || v > *r.SwitchMS {
+				r.SwitchMS = &v
 			}
 		}
 	default:

@@ -32,7 +32,8 @@ type Row struct {
 	Ratio      *float64 `json:"ratio_to_slotmover,omitempty"` // wall time ÷ slotmover's on the workload
 	KeysMoved  int64    `json:"keys_moved"`
 	KeysPerSec float64  `json:"keys_per_sec"`
-	PauseMS    *float64 `json:"pause_ms"` // slotmover only
+	PauseMS    *float64 `json:"pause_ms"`  // slotmover only
+	SwitchMS   *float64 `json:"switch_ms"` // slotmover only: the slots were served by the target from then on
 
 	ServerRedirects Redirects `json:"server_redirects"` // of the median run
 	ClientRedirects Redirects `json:"client_redirects"`
@@ -119,7 +120,7 @@ func (r *Report) summarize() {
 		if row.WallMS > 0 {
 			row.KeysPerSec = float64(row.KeysMoved) / (row.WallMS / 1000)
 		}
-		row.PauseMS = mid.PauseMS
+		row.PauseMS, row.SwitchMS = mid.PauseMS, mid.SwitchMS
 		row.ServerRedirects, row.ClientRedirects, row.LoadOps = mid.ServerRedirects, mid.ClientRedirects, mid.LoadOps
 	}
 	for _, row := range r.Rows {
@@ -153,13 +154,17 @@ func (r *Report) WriteTable(w io.Writer) error {
 		data += fmt.Sprintf(", big keys of %d elements", r.BigElements)
 	}
 	fmt.Fprintf(&b, "%s; %s; median of %d run(s); background load %d INCR/s\n", r.Server, data, r.Runs, r.LoadRate)
-	b.WriteString("wall: start of the move to its end, source cleanup included; redirects M/A/T: MOVED/ASK/TRYAGAIN\n" +
+	b.WriteString("wall: start of the move to its end, source cleanup included; switched: slotmover's target served the slots from then on\n" +
+		"redirects M/A/T: MOVED/ASK/TRYAGAIN " +
 		"replies of all nodes during the move (INFO errorstats); load saw: redirects the load's node clients got\n\n")
 
 	tw := tabwriter.NewWriter(&b, 2, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "workload\tmethod\twall\tvs slotmover\tkeys moved\tkeys/s\twrite pause\tredirects M/A/T\tload saw\tload ops\tlost writes\tcheck\t")
+	fmt.Fprintln(tw, "workload\tmethod\twall\tvs slotmover\tswitched\tkeys moved\tkeys/s\twrite pause\tredirects M/A/T\tload saw\tload ops\tlost writes\tcheck\t")
 	for _, row := range r.Rows {
-		wall, ratio, kps, pause := "-", "-", "-", "-"
+		wall, ratio, switched, kps, pause := "-", "-", "-", "-", "-"
+		if row.SwitchMS != nil {
+			switched = fmt.Sprintf("%.2f s", *row.SwitchMS/1000)
+		}
 		if row.WallMS > 0 {
 			wall = fmt.Sprintf("%.2f s", row.WallMS/1000)
 			kps = fmt.Sprintf("%.0f", row.KeysPerSec)
@@ -182,8 +187,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 			check = "WARN"
 		}
 		srv := row.ServerRedirects
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d/%d/%d\t%d\t%d\t%d\t%s\t\n",
-			row.Workload, row.Method, wall, ratio, row.KeysMoved, kps, pause,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d/%d/%d\t%d\t%d\t%d\t%s\t\n",
+			row.Workload, row.Method, wall, ratio, switched, row.KeysMoved, kps, pause,
 			srv.Moved, srv.Ask, srv.TryAgain, row.ClientRedirects.Total(), row.LoadOps, row.LostWrites, check)
 	}
 	if err := tw.Flush(); err != nil {
