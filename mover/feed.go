@@ -214,12 +214,7 @@ func (f *feeder) replay(e *rdbparse.Entry, version int) error {
 	f.bigSeq++
 	tmp := []byte(tempKey(e.Slot, f.opts.TaskID, f.bigSeq))
 	label := "replay of " + strconv.Quote(string(e.Key))
-	send := func(args ...[]byte) error {
-		if err := f.app.Send(0, label, argAsking); err != nil {
-			return err
-		}
-		return f.app.Send(0, label, args...)
-	}
+	send := func(args ...[]byte) error { return f.send(label, args...) }
 	if err := send([]byte("DEL"), tmp); err != nil {
 		return err
 	}
@@ -316,13 +311,13 @@ func (f *feeder) applyOne(u *stream.Command) error {
 		if f.deferred[string(keys[0])] != 0 {
 			return nil // its resync will bring the key as it is after this command
 		}
-		return f.send(u.Args...)
+		return f.send(u.Name(), u.Args...)
 	}
 	switch u.Name() {
 	case "DEL", "UNLINK":
 		for _, k := range u.Keys {
 			if f.deferred[string(u.Args[k])] == 0 {
-				if err := f.send(u.Args[0], u.Args[k]); err != nil {
+				if err := f.send(u.Name(), u.Args[0], u.Args[k]); err != nil {
 					return err
 				}
 			}
@@ -331,7 +326,7 @@ func (f *feeder) applyOne(u *stream.Command) error {
 	case "MSET", "MSETNX": // MSETNX reaches the stream only when it set every key
 		for _, k := range u.Keys {
 			if f.deferred[string(u.Args[k])] == 0 && k+1 < len(u.Args) {
-				if err := f.send(argSet, u.Args[k], u.Args[k+1]); err != nil {
+				if err := f.send(u.Name(), argSet, u.Args[k], u.Args[k+1]); err != nil {
 					return err
 				}
 			}
@@ -341,12 +336,12 @@ func (f *feeder) applyOne(u *stream.Command) error {
 	return f.resync(u.Slot, keys)
 }
 
-// send writes one command behind ASKING.
-func (f *feeder) send(args ...[]byte) error {
-	if err := f.app.Send(0, "ASKING", argAsking); err != nil {
+// send writes one command behind ASKING; label names it in errors.
+func (f *feeder) send(label string, args ...[]byte) error {
+	if err := f.app.Send(0, label, argAsking); err != nil {
 		return err
 	}
-	return f.app.Send(0, string(args[0]), args...)
+	return f.app.Send(0, label, args...)
 }
 
 func distinctKeys(u *stream.Command) [][]byte {
@@ -427,7 +422,7 @@ func (f *feeder) finishResync(r *pendingResync) error {
 		payload, err := r.dumps[i].Bytes()
 		switch {
 		case err == redis.Nil:
-			err = f.send([]byte("DEL"), []byte(k))
+			err = f.send("resync", []byte("DEL"), []byte(k))
 		case err != nil:
 			return fmt.Errorf("resync of %q: DUMP on the source: %w", k, err)
 		default:

@@ -423,10 +423,9 @@ func targetRDBVersion(ctx context.Context, target *redis.Client, slot uint16) (i
 	if err != nil {
 		return 0, fmt.Errorf("find the target's RDB version: %w", err)
 	}
-	payload := dump.Val()
-	if len(payload) < 10 {
+	v := dumpVersion([]byte(dump.Val()))
+	if v == 0 {
 		return 0, fmt.Errorf("find the target's RDB version: DUMP payload too short")
 	}
-	footer := payload[len(payload)-10:]
-	return int(footer[0]) | int(footer[1])<<8, nil
+	return v, nil
 }

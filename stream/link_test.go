@@ -43,6 +43,17 @@ func openLink(t *testing.T, s *harness.Server, cfg Config) (*Link, *KeyTable) {
 	return l, keys
 }
 
+// streamAfterRDB opens a link, reads the RDB to its end, and returns its
+// command stream as readAll does.
+func streamAfterRDB(t *testing.T, s *harness.Server) (<-chan *Command, <-chan error) {
+	t.Helper()
+	l, keys := openLink(t, s, Config{})
+	if _, err := io.Copy(io.Discard, l.RDB()); err != nil {
+		t.Fatal(err)
+	}
+	return readAll(l.Commands(keys))
+}
+
 // readAll drains the command stream into a channel until the link closes.
 func readAll(r *CommandReader) (<-chan *Command, <-chan error) {
 	out := make(chan *Command, 1024)
@@ -266,11 +277,7 @@ func TestDroppedLinkIsAnError(t *testing.T) {
 	ctx := context.Background()
 	c := s.Client()
 	defer c.Close()
-	l, keys := openLink(t, s, Config{})
-	if _, err := io.Copy(io.Discard, l.RDB()); err != nil {
-		t.Fatal(err)
-	}
-	cmds, errc := readAll(l.Commands(keys))
+	cmds, errc := streamAfterRDB(t, s)
 	c.Set(ctx, "k", "v", 0)
 	if err := c.ClientKillByFilter(ctx, "TYPE", "replica").Err(); err != nil {
 		t.Fatal(err)
@@ -361,11 +368,7 @@ func TestGetAckIsAnswered(t *testing.T) {
 	ctx := context.Background()
 	c := s.Client()
 	defer c.Close()
-	l, keys := openLink(t, s, Config{})
-	if _, err := io.Copy(io.Discard, l.RDB()); err != nil {
-		t.Fatal(err)
-	}
-	cmds, errc := readAll(l.Commands(keys))
+	cmds, errc := streamAfterRDB(t, s)
 	go func() {
 		for range cmds {
 		}

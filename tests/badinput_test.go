@@ -133,13 +133,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 			if code != 2 || !strings.Contains(stderr, tc.want) {
 				t.Fatalf("exit %d, want 2 with %q; stdout %s; stderr %s", code, tc.want, stdout, stderr)
 			}
-			after, err := c.Fingerprint(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if after != before {
-				t.Fatalf("the cluster changed:\nbefore\n%s\nafter\n%s", before, after)
-			}
+			assertUnchanged(t, c, before)
 		})
 	}
 }
@@ -162,13 +156,7 @@ func TestFailedMoveRollsBack(t *testing.T) {
 	if code != 1 || !strings.Contains(stdout, `"result":"rolled_back"`) || !strings.Contains(stderr, "cutover failed 2 times") {
 		t.Fatalf("exit %d; stdout %s; stderr %s", code, stdout, stderr)
 	}
-	after, err := c.Fingerprint(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if after != before {
-		t.Fatalf("the cluster changed:\nbefore\n%s\nafter\n%s", before, after)
-	}
+	assertUnchanged(t, c, before)
 
 	cctx, cancel := context.WithCancel(ctx)
 	var sum mover.Summary
@@ -186,9 +174,7 @@ func TestFailedMoveRollsBack(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || sum.Result != mover.ResultCancelled {
 		t.Fatalf("cancelled move: %s, %v", sum.Result, err)
 	}
-	if after, _ := c.Fingerprint(ctx); after != before {
-		t.Fatalf("the cluster changed after a cancel:\nbefore\n%s\nafter\n%s", before, after)
-	}
+	assertUnchanged(t, c, before)
 }
 
 // RESTOREs that the target refuses (here: out of memory) while its replies
@@ -227,7 +213,17 @@ func TestRefusedRestoresAreCaught(t *testing.T) {
 	if err == nil || sum.Result != mover.ResultRolledBack || !strings.Contains(err.Error(), "RESTOREs failed") {
 		t.Fatalf("move onto a full target: %s: %v", sum.Result, err)
 	}
-	if after, _ := c.Fingerprint(ctx); after != before {
+	assertUnchanged(t, c, before)
+}
+
+// assertUnchanged fails unless the cluster's fingerprint is still before.
+func assertUnchanged(t *testing.T, c *harness.Cluster, before string) {
+	t.Helper()
+	after, err := c.Fingerprint(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
 		t.Fatalf("the cluster changed:\nbefore\n%s\nafter\n%s", before, after)
 	}
 }
