@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/slotmover/slotmover/internal/resp"
 )
@@ -28,12 +29,14 @@ func (c Conn) With(addr string) Conn {
 }
 
 // Client returns a go-redis client for the node. It never retries on its
-// own (a move decides what to retry) and does not send CLIENT SETINFO,
-// which servers before 7.2 count as an error in the operator's errorstats.
+// own (a move decides what to retry) and sends neither CLIENT SETINFO nor
+// CLIENT MAINT_NOTIFICATIONS, which servers before 7.2 and 8 answer with an
+// error that lands in the operator's errorstats.
 func (c Conn) Client() *redis.Client {
 	return redis.NewClient(&redis.Options{
 		Addr: c.Addr, Username: c.Username, Password: c.Password, TLSConfig: c.TLS,
 		MaxRetries: -1, PoolSize: 4, DisableIdentity: true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	})
 }
 

@@ -161,7 +161,8 @@ func (c *Cluster) Client() *redis.ClusterClient {
 	for i, s := range c.Nodes {
 		addrs[i] = s.Addr
 	}
-	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, TLSConfig: c.Nodes[0].TLS, ReadTimeout: 10 * time.Second, DisableIdentity: true})
+	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, TLSConfig: c.Nodes[0].TLS, ReadTimeout: 10 * time.Second,
+		DisableIdentity: true, MaintNotificationsConfig: noMaintNotifications})
 }
 
 // Stop stops every node by PID.

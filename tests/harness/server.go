@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // ServerBin is the redis-server binary the harness starts. SLOTMOVER_REDIS_SERVER overrides it.
@@ -150,8 +151,13 @@ func startOn(ctx context.Context, dir string, port int, opts Options) (*Server, 
 
 // Client returns a new single-node client for the server; the caller closes it.
 func (s *Server) Client() *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: s.Addr, TLSConfig: s.TLS, MaxRetries: -1, ReadTimeout: 30 * time.Second, DisableIdentity: true})
+	return redis.NewClient(&redis.Options{Addr: s.Addr, TLSConfig: s.TLS, MaxRetries: -1, ReadTimeout: 30 * time.Second,
+		DisableIdentity: true, MaintNotificationsConfig: noMaintNotifications})
 }
+
+// noMaintNotifications keeps go-redis from sending CLIENT MAINT_NOTIFICATIONS,
+// which 7.x servers count as an error: tests compare error statistics.
+var noMaintNotifications = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 
 // Stop ends the process by PID: SIGTERM, then SIGKILL if it lingers.
 func (s *Server) Stop() {
