@@ -47,6 +47,9 @@ var ErrNowReplica = errors.New("node is now a replica")
 // CLUSTER SETSLOT <s> STABLE. Slots go in groups of 64, so that a crash
 // leaves few marks behind. It returns the number of keys removed.
 func Cleanup(ctx context.Context, source *redis.Client, targetID string, set *slots.Set, pace Pace) (int64, error) {
+	if err := loadUnlinkScript(ctx, source); err != nil {
+		return 0, err
+	}
 	var removed int64
 	all := set.Slots()
 	for start := 0; start < len(all); start += groupSize {
@@ -81,6 +84,9 @@ func Cleanup(ctx context.Context, source *redis.Client, targetID string, set *sl
 // released the slots: every key of the slots is removed from the target and
 // the slots set STABLE there. The source never changed.
 func Rollback(ctx context.Context, target *redis.Client, set *slots.Set, pace Pace) (int64, error) {
+	if err := loadUnlinkScript(ctx, target); err != nil {
+		return 0, err
+	}
 	var removed int64
 	all := set.Slots()
 	for start := 0; start < len(all); start += groupSize {
@@ -186,15 +192,17 @@ var unlinkScript = redis.NewScript(`local n = 0
 for _, k in ipairs(ARGV) do n = n + redis.call('UNLINK', k) end
 return n`)
 
+// loadUnlinkScript loads the script before any slot is marked, so that
+// pipelines can use EVALSHA and a node that refuses it is left untouched.
+func loadUnlinkScript(ctx context.Context, c *redis.Client) error {
+	if err := unlinkScript.Load(ctx, c).Err(); err != nil {
+		return fmt.Errorf("SCRIPT LOAD on %s: %w", c.Options().Addr, err)
+	}
+	return nil
+}
+
 // unlink removes each batch of keys (one slot's) in one round trip.
 func unlink(ctx context.Context, c *redis.Client, batches [][]string) (int64, error) {
-	if len(batches) == 0 {
-		return 0, nil
-	}
-	// Load once, so that the pipeline can use EVALSHA.
-	if err := unlinkScript.Load(ctx, c).Err(); err != nil {
-		return 0, fmt.Errorf("SCRIPT LOAD on %s: %w", c.Options().Addr, err)
-	}
 	counts := make([]*redis.Cmd, len(batches))
 	c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, keys := range batches {

@@ -227,3 +227,32 @@ func assertUnchanged(t *testing.T, c *harness.Cluster, before string) {
 		t.Fatalf("the cluster changed:\nbefore\n%s\nafter\n%s", before, after)
 	}
 }
+
+// A move whose cleanup cannot run (here: the source has no SCRIPT command)
+// has already switched: it exits 3, says what is left and how to finish,
+// and the target serves every key.
+func TestStuckMoveSaysHowToRepair(t *testing.T) {
+	c := harness.ClusterT(t, []string{"0-16383", ""}, harness.Options{Config: []string{`rename-command SCRIPT ""`}})
+	ctx := context.Background()
+	cc := c.Client()
+	defer cc.Close()
+	set := mustSlots(t, "0-100")
+	keys := keysIn(load(t, cc, 5000, set), set)
+	before, err := harness.Capture(ctx, cc, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "move", "--json", "--source", c.Nodes[0].Addr, "--target", c.Nodes[1].Addr, "--slots", "0-100")
+	if code != 3 || !strings.Contains(stdout, `"result":"stuck"`) || !strings.Contains(stderr, "to repair:") ||
+		!strings.Contains(stderr, "CLUSTER SETSLOT $s IMPORTING "+c.IDs[1]) || !strings.Contains(stderr, "seq 0 100") {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	if err := c.WaitOwner(ctx, set, c.IDs[1], 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	target := c.Nodes[1].Client()
+	defer target.Close()
+	if err := before.Compare(ctx, target); err != nil {
+		t.Fatal(err)
+	}
+}
