@@ -328,15 +328,19 @@ func blobCount(t byte, b []byte) (int, error) {
 // count in 16 bits: the reader must walk it.
 const lpUnknownCount = 65535
 
-func listpackCount(b []byte) (int, error) {
-	if len(b) < 7 {
-		return 0, errors.New("listpack header ends early")
+func listpackCount(b []byte) (int, error) { return compactCount(b, "listpack", 6, listpackWalk) }
+
+// compactCount reads the 16-bit entry count that ends a compact encoding's
+// header of the given size, walking the entries when it says lpUnknownCount.
+func compactCount(b []byte, kind string, header int, walk func([]byte, func([]byte, int64, bool) error) error) (int, error) {
+	if len(b) < header+1 {
+		return 0, fmt.Errorf("%s header ends early", kind)
 	}
-	if n := int(binary.LittleEndian.Uint16(b[4:6])); n != lpUnknownCount {
+	if n := int(binary.LittleEndian.Uint16(b[header-2 : header])); n != lpUnknownCount {
 		return n, nil
 	}
 	n := 0
-	err := listpackWalk(b, func([]byte, int64, bool) error { n++; return nil })
+	err := walk(b, func([]byte, int64, bool) error { n++; return nil })
 	return n, err
 }
 
@@ -440,17 +444,7 @@ func backlenSize(l int) int {
 	return 5
 }
 
-func ziplistCount(b []byte) (int, error) {
-	if len(b) < 11 {
-		return 0, errors.New("ziplist header ends early")
-	}
-	if n := int(binary.LittleEndian.Uint16(b[8:10])); n != lpUnknownCount {
-		return n, nil
-	}
-	n := 0
-	err := ziplistWalk(b, func([]byte, int64, bool) error { n++; return nil })
-	return n, err
-}
+func ziplistCount(b []byte) (int, error) { return compactCount(b, "ziplist", 10, ziplistWalk) }
 
 // ziplistWalk calls f for each entry of a ziplist (the pre-7.0 compact encoding).
 func ziplistWalk(b []byte, f func(s []byte, v int64, isInt bool) error) error {
