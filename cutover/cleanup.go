@@ -41,22 +41,27 @@ const groupSize = 64
 // its last slot went away): it resyncs from its new master, so it keeps no orphans.
 var ErrNowReplica = errors.New("node is now a replica")
 
-// Cleanup removes the orphaned keys of the moved slots from the source:
-// CLUSTER SETSLOT <s> IMPORTING <target>, so that ASKING lets it touch slots
-// it no longer owns, UNLINK in paced batches from CLUSTER GETKEYSINSLOT, then
-// CLUSTER SETSLOT <s> STABLE. Slots go in groups of 64, so that a crash
-// leaves few marks behind. It returns the number of keys removed.
+// Cleanup removes the orphaned keys of the moved slots from the source. A
+// source left with no other key is flushed at once (FLUSHDB ASYNC). Else,
+// slot by slot: CLUSTER SETSLOT <s> IMPORTING <target>, so that ASKING lets
+// it touch slots it no longer owns, UNLINK in paced batches from CLUSTER
+// GETKEYSINSLOT, then CLUSTER SETSLOT <s> STABLE; in groups of 64 slots, so
+// that a crash leaves few marks behind. It returns the number of keys removed.
 func Cleanup(ctx context.Context, source *redis.Client, targetID string, set *slots.Set, pace Pace) (int64, error) {
+	if err := stillMaster(ctx, source); err != nil {
+		return 0, err
+	}
+	if n, flushed, err := flushIfOnly(ctx, source, set); flushed || err != nil {
+		return n, err
+	}
 	if err := loadUnlinkScript(ctx, source); err != nil {
 		return 0, err
 	}
 	var removed int64
 	all := set.Slots()
 	for start := 0; start < len(all); start += groupSize {
-		if replica, err := isReplica(ctx, source); err != nil {
+		if err := stillMaster(ctx, source); err != nil {
 			return removed, err
-		} else if replica {
-			return removed, ErrNowReplica
 		}
 		group, err := withKeys(ctx, source, all[start:min(start+groupSize, len(all))])
 		if err != nil || len(group) == 0 {
@@ -81,9 +86,15 @@ func Cleanup(ctx context.Context, source *redis.Client, targetID string, set *sl
 }
 
 // Rollback undoes the target side of a move that failed before the source
-// released the slots: every key of the slots is removed from the target and
-// the slots set STABLE there. The source never changed.
+// released the slots: every key of the slots is removed from the target (at
+// once if it holds no other key, else paced) and the slots set STABLE there.
+// The source never changed.
 func Rollback(ctx context.Context, target *redis.Client, set *slots.Set, pace Pace) (int64, error) {
+	if n, flushed, err := flushIfOnly(ctx, target, set); err != nil {
+		return n, err
+	} else if flushed {
+		return n, setSlots(ctx, target, set.Slots(), "STABLE")
+	}
 	if err := loadUnlinkScript(ctx, target); err != nil {
 		return 0, err
 	}
@@ -101,6 +112,36 @@ func Rollback(ctx context.Context, target *redis.Client, set *slots.Set, pace Pa
 		}
 	}
 	return removed, setSlots(ctx, target, all, "STABLE")
+}
+
+// flushScript empties the node with FLUSHDB ASYNC if every key it holds is
+// in the slot ranges given as ARGV (first, last, …), and returns how many
+// there were; else it returns -1 and changes nothing. Counting and flushing
+// in one script leaves no moment for a key of another slot to slip in.
+var flushScript = redis.NewScript(`local n = 0
+for i = 1, #ARGV, 2 do
+  for s = tonumber(ARGV[i]), tonumber(ARGV[i+1]) do
+    n = n + redis.call('CLUSTER', 'COUNTKEYSINSLOT', s)
+  end
+end
+if n ~= redis.call('DBSIZE') then return -1 end
+redis.call('FLUSHDB', 'ASYNC')
+return n`)
+
+// flushIfOnly removes every key of set from c at once when c holds no other
+// key, as a source that gave away all its slots, or a fresh target, does:
+// its background thread frees them, where paced UNLINKs of a whole shard
+// take a second per 300k keys. flushed is false when c holds other keys.
+func flushIfOnly(ctx context.Context, c *redis.Client, set *slots.Set) (removed int64, flushed bool, err error) {
+	var args []any
+	for _, r := range set.Ranges() {
+		args = append(args, r.Start, r.End)
+	}
+	n, err := flushScript.Run(ctx, c, nil, args...).Int64()
+	if err != nil {
+		return 0, false, fmt.Errorf("count-and-flush script on %s: %w", c.Options().Addr, err)
+	}
+	return n, n >= 0, nil
 }
 
 // withKeys returns the slots of group that hold keys on c.
@@ -226,10 +267,14 @@ func unlink(ctx context.Context, c *redis.Client, batches [][]string) (int64, er
 	return n, nil
 }
 
-func isReplica(ctx context.Context, c *redis.Client) (bool, error) {
+// stillMaster returns ErrNowReplica if c has turned into a replica.
+func stillMaster(ctx context.Context, c *redis.Client) error {
 	role, err := c.Do(ctx, "ROLE").Slice()
 	if err != nil {
-		return false, fmt.Errorf("ROLE on %s: %w", c.Options().Addr, err)
+		return fmt.Errorf("ROLE on %s: %w", c.Options().Addr, err)
 	}
-	return len(role) > 0 && role[0] == "slave", nil
+	if len(role) > 0 && role[0] == "slave" {
+		return ErrNowReplica
+	}
+	return nil
 }

@@ -9,24 +9,24 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/tests/harness"
 )
 
 // Keys of an importing slot that expired after CLUSTER GETKEYSINSLOT listed
 // them make a multi-key UNLINK fail with TRYAGAIN; the purge must still
-// remove every key.
+// remove every key (and only those: the node's own key stays).
 func TestPurgeSurvivesExpiredKeys(t *testing.T) {
 	ctx := context.Background()
-	c := harness.ClusterT(t, []string{"0-16383", ""}, harness.Options{})
+	c := harness.ClusterT(t, []string{"0-16382", "16383"}, harness.Options{})
 	node := c.Nodes[1].Client()
 	defer node.Close()
 	const slot = 100
-	tag := ""
-	for i := 0; tag == ""; i++ {
-		if slots.ForString(fmt.Sprint(i)) == slot {
-			tag = fmt.Sprint(i)
-		}
+	tag := tagOf(slot)
+	own := "{" + tagOf(16383) + "}:own"
+	if err := node.Set(ctx, own, "v", 0).Err(); err != nil {
+		t.Fatal(err)
 	}
 	// Expired keys stay in the keyspace until something looks at them.
 	if err := node.Do(ctx, "DEBUG", "SET-ACTIVE-EXPIRE", 0).Err(); err != nil {
@@ -57,8 +57,103 @@ func TestPurgeSurvivesExpiredKeys(t *testing.T) {
 	if n := node.ClusterCountKeysInSlot(ctx, slot).Val(); n != 0 || removed != 40 {
 		t.Fatalf("%d keys left in the slot, %d removed (want 0 and the 40 that had not expired)", n, removed)
 	}
+	if node.Exists(ctx, own).Val() != 1 {
+		t.Fatal("the purge removed a key of a slot it was not given")
+	}
 	// Nor may it leave TRYAGAIN in the operator's error statistics.
 	if stats := node.Info(ctx, "errorstats").Val(); strings.Contains(stats, "TRYAGAIN") {
 		t.Fatalf("the purge drew TRYAGAIN errors:\n%s", stats)
+	}
+}
+
+// tagOf returns a hash tag that lands in slot.
+func tagOf(slot uint16) string {
+	for i := 0; ; i++ {
+		if slots.ForString(fmt.Sprint(i)) == slot {
+			return fmt.Sprint(i)
+		}
+	}
+}
+
+// A node whose keys all belong to the moved slots is emptied in one step
+// (a rolled-back target here); one key of another slot makes the cleanup
+// fall back to the paced purge, which must leave that key alone.
+func TestPurgeFlushesOnlyANodeOfMovedKeys(t *testing.T) {
+	ctx := context.Background()
+	c := harness.ClusterT(t, []string{"0-8191", "8192-16383"}, harness.Options{})
+	src, dst := c.Nodes[0].Client(), c.Nodes[1].Client()
+	defer src.Close()
+	defer dst.Close()
+	moved := slots.NewSet(slots.Range{Start: 0, End: 99})
+	var keys []string
+	for i := 0; len(keys) < 300; i++ {
+		if k := fmt.Sprint("k", i); moved.Contains(slots.ForString(k)) {
+			keys = append(keys, k)
+		}
+	}
+	write := func(c *redis.Client, asking bool) {
+		t.Helper()
+		if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, k := range keys {
+				if asking {
+					p.Do(ctx, "ASKING")
+				}
+				p.Set(ctx, k, "v", 0)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flushes := func(c *redis.Client) int64 {
+		for _, line := range strings.Split(c.Info(ctx, "commandstats").Val(), "\r\n") {
+			if stats, ok := strings.CutPrefix(line, "cmdstat_flushdb:calls="); ok {
+				var n int64
+				fmt.Sscan(strings.SplitN(stats, ",", 2)[0], &n)
+				return n
+			}
+		}
+		return 0
+	}
+	setSlots := func(c *redis.Client, how ...any) {
+		t.Helper()
+		for s := 0; s <= 99; s++ {
+			if err := c.Do(ctx, append([]any{"CLUSTER", "SETSLOT", s}, how...)...).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	// The target holds nothing but the imported keys: one flush.
+	setSlots(dst, "IMPORTING", c.IDs[0])
+	write(dst, true)
+	removed, err := Rollback(ctx, dst, moved, Pace{})
+	if err != nil || removed != 300 {
+		t.Fatalf("rollback: removed %d, %v (want 300)", removed, err)
+	}
+	top, err := cluster.Load(ctx, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := dst.DBSize(ctx).Val(); n != 0 || flushes(dst) != 1 || len(top.Myself.Importing) != 0 {
+		t.Fatalf("after rollback: %d keys, %d FLUSHDB, importing %v (want 0, 1, none)", n, flushes(dst), top.Myself.Importing)
+	}
+
+	// The source keeps a key of its own beside the orphans: paced.
+	write(src, false)
+	if err := src.Set(ctx, "{kept}", "mine", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Do(ctx, "CLUSTER", "DELSLOTSRANGE", 0, 99).Err(); err != nil {
+		t.Fatal(err)
+	}
+	setSlots(src, "NODE", c.IDs[1])
+	setSlots(dst, "NODE", c.IDs[1])
+	removed, err = Cleanup(ctx, src, c.IDs[1], moved, Pace{})
+	if err != nil || removed != 300 {
+		t.Fatalf("cleanup: removed %d, %v (want 300)", removed, err)
+	}
+	if v, n := src.Get(ctx, "{kept}").Val(), src.DBSize(ctx).Val(); v != "mine" || n != 1 || flushes(src) != 0 {
+		t.Fatalf("after cleanup: {kept}=%q, %d keys, %d FLUSHDB (want \"mine\", 1, 0)", v, n, flushes(src))
 	}
 }
