@@ -80,29 +80,23 @@ type Result struct {
 // orphaned keys, and streams a DEL for each).
 func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off int64)) (Result, error) {
 	var res Result
-	release, err := queueTx(ctx, n.Source, func(pl redis.Pipeliner) { releaseCommands(ctx, pl, n.TargetID, p.Slots) })
-	if err != nil {
-		return res, fmt.Errorf("queue the release on source: %w", err)
-	}
-	defer release.Close()
-	claimTx, err := queueTx(ctx, n.Target, func(pl redis.Pipeliner) { claimCommands(ctx, pl, n.TargetID, p.Slots) })
-	if err != nil {
-		return res, fmt.Errorf("queue the claim on target: %w", err)
-	}
-	defer claimTx.Close()
 	// The other masters' news is queued too, so that they learn it within
 	// a few milliseconds of the unpause: until then their clients are sent
 	// to the source and on from there, and a client refreshing its slot map
 	// from one of them gets the old owner.
-	var tell []*queuedTx
-	for _, o := range n.Others {
-		tx, err := queueTx(ctx, o, func(pl redis.Pipeliner) { setSlotNodeCommands(ctx, pl, n.TargetID, p.Slots) })
-		if err != nil {
-			return res, fmt.Errorf("queue the news for %s: %w", o.Options().Addr, err)
-		}
-		defer tx.Close()
-		tell = append(tell, tx)
+	txs, err := queueAll(ctx, append([]txSpec{
+		{n.Source, "the release on source", func(pl redis.Pipeliner) { releaseCommands(ctx, pl, n.TargetID, p.Slots) }},
+		{n.Target, "the claim on target", func(pl redis.Pipeliner) { claimCommands(ctx, pl, n.TargetID, p.Slots) }},
+	}, newsFor(ctx, n.Others, n.TargetID, p.Slots)...))
+	if err != nil {
+		return res, err
 	}
+	defer func() {
+		for _, tx := range txs {
+			tx.Close()
+		}
+	}()
+	release, claimTx, tell := txs[0], txs[1], txs[2:]
 
 	budget := p.PauseBudget
 	pausedAt := time.Now()
@@ -181,6 +175,48 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 	}
 	wg.Wait()
 	return res, errors.Join(append(tellErrs, uerr)...)
+}
+
+// txSpec is a transaction to queue on a node; what names it in errors.
+type txSpec struct {
+	client *redis.Client
+	what   string
+	build  func(redis.Pipeliner)
+}
+
+func newsFor(ctx context.Context, others []*redis.Client, targetID string, set *slots.Set) []txSpec {
+	var specs []txSpec
+	for _, o := range others {
+		specs = append(specs, txSpec{o, "the news for " + o.Options().Addr, func(pl redis.Pipeliner) { setSlotNodeCommands(ctx, pl, targetID, set) }})
+	}
+	return specs
+}
+
+// queueAll queues every transaction at once, each on its own connection.
+// On failure it closes those it queued.
+func queueAll(ctx context.Context, specs []txSpec) ([]*queuedTx, error) {
+	txs := make([]*queuedTx, len(specs))
+	errs := make([]error, len(specs))
+	var wg sync.WaitGroup
+	for i, sp := range specs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if txs[i], errs[i] = queueTx(ctx, sp.client, sp.build); errs[i] != nil {
+				errs[i] = fmt.Errorf("queue %s: %w", sp.what, errs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, tx := range txs {
+			if tx != nil {
+				tx.Close()
+			}
+		}
+		return nil, err
+	}
+	return txs, nil
 }
 
 // queuedTx is a MULTI with its commands queued on a connection of its own,
