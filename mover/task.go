@@ -207,7 +207,6 @@ func (t *task) copyAndSwitch(ctx context.Context) error {
 }
 
 func (t *task) catchUpAndSwitch(ctx context.Context, link *stream.Link, f *feeder, snapDone <-chan struct{}, feedErr <-chan error) error {
-	app := f.app
 	snapStart := time.Now()
 	var catchupStart time.Time
 	lagTick := time.NewTicker(20 * time.Millisecond)
@@ -229,32 +228,42 @@ func (t *task) catchUpAndSwitch(ctx context.Context, link *stream.Link, f *feede
 			t.sum.SnapshotMS = time.Since(snapStart).Milliseconds()
 			catchupStart = time.Now()
 			t.step(EvSnapshotApplied, nil)
+			// The lag is often low already: no need to wait for a tick.
+			if done, err := t.tryCutover(ctx, link, f, catchupStart); done || err != nil {
+				return err
+			}
 		case <-progressTick.C:
 			t.report()
 		case <-lagTick.C:
 			if t.m.Phase != PhaseCatchUp {
 				continue
 			}
-			off, replid, err := sourceOffset(ctx, t.p.source)
-			if err != nil {
-				return err
-			}
-			if replid != link.ReplID {
-				return fmt.Errorf("the source's replication ID changed from %s to %s (restart or failover): the stream is no longer the source's history", link.ReplID, replid)
-			}
-			lag := off - app.Acked()
-			t.lag.Store(lag)
-			if lag > t.opts.MaxLag || f.deferredCount.Load() > 0 {
-				continue
-			}
-			t.step(EvLagLow, nil)
-			done, err := t.cutover(ctx, f)
-			t.sum.CatchupMS = time.Since(catchupStart).Milliseconds()
-			if done || err != nil {
+			if done, err := t.tryCutover(ctx, link, f, catchupStart); done || err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// tryCutover makes a cutover attempt if the lag is below the threshold and
+// no resync is pending. It reports whether ownership switched.
+func (t *task) tryCutover(ctx context.Context, link *stream.Link, f *feeder, catchupStart time.Time) (bool, error) {
+	off, replid, err := sourceOffset(ctx, t.p.source)
+	if err != nil {
+		return false, err
+	}
+	if replid != link.ReplID {
+		return false, fmt.Errorf("the source's replication ID changed from %s to %s (restart or failover): the stream is no longer the source's history", link.ReplID, replid)
+	}
+	lag := off - f.app.Acked()
+	t.lag.Store(lag)
+	if lag > t.opts.MaxLag || f.deferredCount.Load() > 0 {
+		return false, nil
+	}
+	t.step(EvLagLow, nil)
+	done, err := t.cutover(ctx, f)
+	t.sum.CatchupMS = time.Since(catchupStart).Milliseconds()
+	return done, err
 }
 
 // cutover makes one attempt. It reports whether ownership switched; a missed
