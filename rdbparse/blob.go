@@ -74,7 +74,10 @@ func (m *memReader) plainLen() (uint64, error) {
 
 // str returns the decoded string: aliasing the value when stored plainly,
 // else in a fresh buffer (LZF) or as decimal digits (integer encodings).
-func (m *memReader) str() ([]byte, error) {
+func (m *memReader) str() ([]byte, error) { return m.strInto(nil) }
+
+// strInto is str that decodes into dst[:0] when it must decode.
+func (m *memReader) strInto(dst []byte) ([]byte, error) {
 	n, enc, err := m.readLen()
 	if err != nil {
 		return nil, err
@@ -88,7 +91,7 @@ func (m *memReader) str() ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		return strconv.AppendInt(nil, intEncoded(p), 10), nil
+		return strconv.AppendInt(dst[:0], intEncoded(p), 10), nil
 	case encLZF:
 		clen, err := m.plainLen()
 		if err != nil {
@@ -105,7 +108,7 @@ func (m *memReader) str() ([]byte, error) {
 		if ulen > math.MaxInt32 {
 			return nil, fmt.Errorf("byte %d of the value: compressed string too long", m.i)
 		}
-		return lzfDecompress(nil, in, int(ulen))
+		return lzfDecompress(dst[:0], in, int(ulen))
 	}
 	return nil, fmt.Errorf("byte %d of the value: unknown string encoding %d", m.i-1, n)
 }

@@ -191,6 +191,24 @@ func Decode(e *Entry, rdbVersion int) (*Object, error) {
 	return nil, fmt.Errorf("rdbparse: decode %q (type %d): decoded %d elements, the value holds %d", e.Key, typ, libLen, e.Elements)
 }
 
+// StringValue returns the value of a string entry (Type TypeString): the
+// payload's own bytes when stored plainly, else decoded into buf (an
+// integer or LZF encoding). It returns an error for other types.
+func (e *Entry) StringValue(buf []byte) ([]byte, error) {
+	if e.Type != TypeString || len(e.Payload) < 11 {
+		return nil, fmt.Errorf("rdbparse: %q is not a string entry", e.Key)
+	}
+	m := memReader{b: e.Payload[1 : len(e.Payload)-10]}
+	v, err := m.strInto(buf)
+	if err == nil && m.i != len(m.b) {
+		err = fmt.Errorf("%d bytes after the string", len(m.b)-m.i)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rdbparse: string value of %q: %w", e.Key, err)
+	}
+	return v, nil
+}
+
 func isCompact(t byte) bool {
 	switch t {
 	case TypeHashZipmap, TypeListZiplist, TypeSetIntset, TypeZsetZiplist, TypeHashZiplist, TypeListQuicklist,

@@ -530,3 +530,40 @@ func TestHugeListpack(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// StringValue gives what GET would: plain bytes (aliased), integers in
+// decimal, LZF expanded; anything but a whole string value is an error.
+func TestStringValue(t *testing.T) {
+	long := bytes.Repeat([]byte("slotmover "), 40)
+	packed, err := lzf.Compress(long)
+	if err != nil || len(packed) == 0 {
+		t.Fatalf("compress: %v", err)
+	}
+	lzfValue := cat([]byte{0xC3}, appendLen(nil, uint64(len(packed))), appendLen(nil, uint64(len(long))), packed)
+	footer := make([]byte, 10)
+	for _, c := range []struct {
+		value []byte
+		want  string
+	}{
+		{str("plain"), "plain"},
+		{[]byte{0xC0, 0x85}, "-123"},
+		{[]byte{0xC1, 0x39, 0x30}, "12345"},
+		{[]byte{0xC2, 1, 0, 0, 0x80}, "-2147483647"},
+		{lzfValue, string(long)},
+	} {
+		e := Entry{Key: []byte("k"), Type: TypeString, Payload: cat([]byte{TypeString}, c.value, footer)}
+		got, err := e.StringValue(make([]byte, 0, 8))
+		if err != nil || string(got) != c.want {
+			t.Errorf("value % x: %q, %v; want %q", c.value[:min(len(c.value), 8)], got, err, c.want)
+		}
+	}
+	for _, e := range []Entry{
+		{Type: TypeString, Payload: cat([]byte{TypeString}, str("ab"), []byte("x"), footer)},
+		{Type: TypeString, Payload: cat([]byte{TypeString}, []byte{5, 'a'}, footer)},
+		{Type: TypeSet, Payload: cat([]byte{TypeSet}, str("ab"), footer)},
+	} {
+		if v, err := e.StringValue(nil); err == nil {
+			t.Errorf("payload % x: %q, want an error", e.Payload, v)
+		}
+	}
+}
