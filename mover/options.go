@@ -32,9 +32,9 @@ type Options struct {
 	BigKeyElements uint64 // collections with at least this many elements are replayed as chunked commands
 	Chunk          int    // elements per command for big keys
 	Cleanup        cutover.Pace
-	// ReplyPerKey takes the target's reply to every RESTORE of the snapshot,
-	// instead of turning replies off and checking the target's count of
-	// failed RESTOREs afterwards (faster; see feeder.snapshot).
+	// ReplyPerKey takes the target's reply to every command of the snapshot,
+	// instead of turning replies off and proving afterwards from the
+	// target's error counts that none failed (faster; see verifyQuiet).
 	ReplyPerKey bool
 
 	SpoolDir         string

@@ -190,6 +190,7 @@ func (t *task) copyAndSwitch(ctx context.Context) error {
 	f := &feeder{
 		task: t, link: link, app: app, keyTable: keyTable, targetVersion: targetVersion,
 		source: t.p.source, target: t.p.target, deferred: map[string]uint64{}, resyncs: map[string]*pendingResync{},
+		valueBuf: make([]byte, 0, 32),
 	}
 	go func() {
 		defer wg.Done()

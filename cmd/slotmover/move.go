@@ -45,6 +45,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.MaxAttempts, "max-attempts", mover.DefaultMaxAttempts, "cutover attempts before rolling back")
 	fs.IntVar(&o.Window, "window", mover.DefaultWindow, "unanswered commands in flight to the target")
 	fs.Uint64Var(&o.BigKeyElements, "big-key-elements", mover.DefaultBigKeyElements, "replay collections with at least this many elements as chunked commands")
+	fs.BoolVar(&o.ReplyPerKey, "reply-per-key", false, "check the target's reply to every snapshot command instead of turning replies off and proving from its error counts that none failed (slower)")
 	fs.IntVar(&o.Chunk, "chunk", mover.DefaultChunk, "elements per command when replaying a big key")
 	fs.IntVar(&o.Cleanup.Batch, "cleanup-batch", cutover.DefaultBatch, "orphaned keys removed from the source per round trip")
 	fs.DurationVar(&o.Cleanup.Sleep, "cleanup-sleep", time.Millisecond, "pause between cleanup batches")
