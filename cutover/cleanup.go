@@ -88,8 +88,32 @@ func Cleanup(ctx context.Context, source *redis.Client, targetID string, set *sl
 // Rollback undoes the target side of a move that failed before the source
 // released the slots: every key of the slots is removed from the target (at
 // once if it holds no other key, else paced) and the slots set STABLE there.
-// The source never changed.
+// The source never changed. Slots the target owns by now (another move of
+// them finished) hold live keys: they are left alone, and an error says so.
 func Rollback(ctx context.Context, target *redis.Client, set *slots.Set, pace Pace) (int64, error) {
+	top, err := cluster.Load(ctx, target)
+	if err != nil {
+		return 0, err
+	}
+	mine, owned := slots.NewSet(), slots.NewSet()
+	for _, s := range set.Slots() {
+		if top.Myself.Slots.Contains(s) {
+			owned.Add(s)
+		} else {
+			mine.Add(s)
+		}
+	}
+	removed, err := rollback(ctx, target, mine, pace)
+	if err == nil && owned.Len() > 0 {
+		err = fmt.Errorf("the target %s owns slots %s by now (another move of them finished?): their keys are live and were left alone", target.Options().Addr, owned)
+	}
+	return removed, err
+}
+
+func rollback(ctx context.Context, target *redis.Client, set *slots.Set, pace Pace) (int64, error) {
+	if set.Len() == 0 {
+		return 0, nil
+	}
 	if n, flushed, err := flushIfOnly(ctx, target, set); err != nil {
 		return n, err
 	} else if flushed {

@@ -157,3 +157,42 @@ func TestPurgeFlushesOnlyANodeOfMovedKeys(t *testing.T) {
 		t.Fatalf("after cleanup: {kept}=%q, %d keys, %d FLUSHDB (want \"mine\", 1, 0)", v, n, flushes(src))
 	}
 }
+
+// A rollback never touches slots the target owns by now (another move of
+// them finished): their keys are live. The rest it purges as usual.
+func TestRollbackLeavesOwnedSlotsAlone(t *testing.T) {
+	ctx := context.Background()
+	c := harness.ClusterT(t, []string{"0-8191", "8192-16383"}, harness.Options{})
+	target := c.Nodes[0].Client()
+	defer target.Close()
+	live := "{" + tagOf(50) + "}:live"
+	imported := "{" + tagOf(9000) + "}:imported"
+	if err := target.Set(ctx, live, "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := target.Do(ctx, "CLUSTER", "SETSLOT", 9000, "IMPORTING", c.IDs[1]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := target.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Do(ctx, "ASKING")
+		p.Set(ctx, imported, "v", 0)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	set := slots.NewSet(slots.Range{Start: 0, End: 99}, slots.Range{Start: 9000, End: 9000})
+	removed, err := Rollback(ctx, target, set, Pace{})
+	if err == nil || !strings.Contains(err.Error(), "owns slots 0-99") || removed != 1 {
+		t.Fatalf("rollback over owned slots: removed %d, %v", removed, err)
+	}
+	if target.Exists(ctx, live).Val() != 1 {
+		t.Fatal("the rollback removed a live key of a slot the target owns")
+	}
+	top, err := cluster.Load(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := target.ClusterCountKeysInSlot(ctx, 9000).Val(); n != 0 || len(top.Myself.Importing) != 0 {
+		t.Fatalf("slot 9000: %d keys left, importing %v", n, top.Myself.Importing)
+	}
+}
