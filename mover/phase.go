@@ -42,6 +42,7 @@ const (
 	EvSwitched        Event = "ownership switched"
 	EvCleanupDone     Event = "cleanup done"
 	EvFailed          Event = "failed"
+	EvRefused         Event = "refused" // the target refused the importing marks as a whole: nothing changed
 	EvCancel          Event = "cancel"
 	EvRolledBack      Event = "rolled back"
 )
@@ -90,6 +91,12 @@ func (m *Machine) next(ev Event, err error) (Phase, error) {
 	switch ev {
 	case EvFailed, EvCancel:
 		return m.abort(ev, err)
+	case EvRefused:
+		if m.Phase != PhaseImporting {
+			break
+		}
+		m.Cause = err
+		return PhaseFailed, nil
 	case EvRolledBack:
 		if m.Phase != PhaseRollback {
 			break

@@ -68,6 +68,21 @@ func TestFailureBeforeAnyChangeNeedsNoRollback(t *testing.T) {
 	}
 }
 
+// Importing marks that the target refuses as a whole leave nothing to undo;
+// anywhere else the event makes no sense.
+func TestRefusedMarksNeedNoRollback(t *testing.T) {
+	run(t, NewMachine(3), []step{
+		{EvRefused, ""},
+		{EvPreflightPassed, PhaseImporting},
+		{EvRefused, PhaseFailed},
+	})
+	run(t, NewMachine(3), []step{
+		{EvPreflightPassed, PhaseImporting},
+		{EvImportingSet, PhaseSnapshot},
+		{EvRefused, ""},
+	})
+}
+
 func TestFailuresRollBack(t *testing.T) {
 	for _, at := range []Phase{PhaseImporting, PhaseSnapshot, PhaseCatchUp, PhaseCutover} {
 		m := NewMachine(3)

@@ -112,8 +112,12 @@ func (t *task) run(ctx context.Context) error {
 // fail moves the machine to rollback (or stuck) and performs the rollback.
 func (t *task) fail(err error) error {
 	ev := EvFailed
-	if errors.Is(err, context.Canceled) {
+	var refused *InputError
+	switch {
+	case errors.Is(err, context.Canceled):
 		ev = EvCancel
+	case errors.As(err, &refused) && t.m.Phase == PhaseImporting:
+		ev = EvRefused
 	}
 	if t.m.Phase != PhaseRollback {
 		if ev == EvCancel && t.m.Released {
@@ -137,24 +141,43 @@ func (t *task) fail(err error) error {
 	return err
 }
 
-// setImporting marks every chosen slot IMPORTING from the source on the target.
+// setImporting marks every chosen slot IMPORTING from the source on the
+// target, all or none: see markScript.
 func (t *task) setImporting(ctx context.Context) error {
-	cmds, err := t.p.target.Pipelined(ctx, func(pl redis.Pipeliner) error {
-		for _, s := range t.opts.Slots.Slots() {
-			pl.Do(ctx, "CLUSTER", "SETSLOT", s, "IMPORTING", t.p.sourceID)
-		}
-		return nil
-	})
+	args := []any{t.p.sourceID}
+	for _, s := range t.opts.Slots.Slots() {
+		args = append(args, s)
+	}
+	err := markScript.Run(ctx, t.p.target, nil, args...).Err()
+	var refused redis.Error
+	if errors.As(err, &refused) && strings.Contains(err.Error(), "slotmover:") {
+		return refuse("target %s: %s", t.opts.Target.Addr, strings.TrimPrefix(err.Error(), "ERR "))
+	}
 	if err != nil {
-		for _, c := range cmds {
-			if c.Err() != nil {
-				return fmt.Errorf("%s on target %s: %w", c.String(), t.opts.Target.Addr, c.Err())
-			}
-		}
-		return fmt.Errorf("set slots importing on target %s: %w", t.opts.Target.Addr, err)
+		return fmt.Errorf("mark the slots importing on target %s: %w", t.opts.Target.Addr, err)
 	}
 	return nil
 }
+
+// markScript sets the slots (ARGV[2…]) IMPORTING from the source
+// (ARGV[1]) unless one of them is migrating or importing already: checked
+// and set in one step, so that of two moves of the same slots that both
+// passed the preflight, one gets the slots and the other is refused with
+// nothing changed.
+var markScript = redis.NewScript(`local open = {}
+for line in string.gmatch(redis.call('CLUSTER', 'NODES'), '[^\n]+') do
+  local flags = string.match(line, '^%S+ %S+ (%S+)')
+  if flags and string.find(',' .. flags .. ',', ',myself,', 1, true) then
+    for slot in string.gmatch(line, '%[(%d+)%-[<>]%-') do open[slot] = true end
+  end
+end
+for i = 2, #ARGV do
+  if open[ARGV[i]] then
+    return redis.error_reply('slotmover: slot ' .. ARGV[i] .. ' is migrating or importing already (another move of it under way?)')
+  end
+end
+for i = 2, #ARGV do redis.call('CLUSTER', 'SETSLOT', ARGV[i], 'IMPORTING', ARGV[1]) end
+return #ARGV - 1`)
 
 // copyAndSwitch runs the snapshot and catch-up phases and the cutover
 // attempts. It returns nil once ownership has switched.
