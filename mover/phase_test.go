@@ -141,3 +141,22 @@ func TestFailedRollbackIsStuck(t *testing.T) {
 		{EvFailed, PhaseStuck},
 	})
 }
+
+func TestCaughtUp(t *testing.T) {
+	const max = 256 << 10
+	for _, c := range []struct {
+		lag, prev int64
+		want      bool
+	}{
+		{lagFloor, -1, true},          // tiny: go
+		{200 << 10, -1, false},        // first look, not tiny: wait for the trend
+		{200 << 10, 240 << 10, false}, // still shrinking
+		{200 << 10, 200 << 10, true},  // converged
+		{210 << 10, 200 << 10, true},  // growing again: as good as it gets
+		{300 << 10, 300 << 10, false}, // over the limit
+	} {
+		if got := caughtUp(c.lag, c.prev, max); got != c.want {
+			t.Errorf("lag %d after %d: %v, want %v", c.lag, c.prev, got, c.want)
+		}
+	}
+}

@@ -256,6 +256,8 @@ func (t *task) catchUpAndSwitch(ctx context.Context, link *stream.Link, f *feede
 			if done, err := t.tryCutover(ctx, link, f, catchupStart); done || err != nil {
 				return err
 			}
+			// A full tick before the next look, which judges the trend.
+			lagTick.Reset(20 * time.Millisecond)
 		case <-progressTick.C:
 			t.report()
 		case <-lagTick.C:
@@ -269,8 +271,21 @@ func (t *task) catchUpAndSwitch(ctx context.Context, link *stream.Link, f *feede
 	}
 }
 
-// tryCutover makes a cutover attempt if the lag is below the threshold and
-// no resync is pending. It reports whether ownership switched.
+// lagFloor is a lag small enough to drain within a millisecond or two of
+// the pause, whatever the trend.
+const lagFloor = 8 << 10
+
+// caughtUp decides whether the target trails the source little enough for
+// a cutover: below maxLag, and either tiny or no longer shrinking since the
+// previous look (prev; -1 for none). Every byte of lag is drained inside
+// the pause: cutting over while catch-up still gains ground (just after
+// the snapshot, typically) would make writers wait for it.
+func caughtUp(lag, prev, maxLag int64) bool {
+	return lag <= maxLag && (lag <= lagFloor || (prev >= 0 && lag >= prev))
+}
+
+// tryCutover makes a cutover attempt once the target has caught up (see
+// caughtUp) and no resync is pending. It reports whether ownership switched.
 func (t *task) tryCutover(ctx context.Context, link *stream.Link, f *feeder, catchupStart time.Time) (bool, error) {
 	off, replid, err := sourceOffset(ctx, t.p.source)
 	if err != nil {
@@ -280,8 +295,8 @@ func (t *task) tryCutover(ctx context.Context, link *stream.Link, f *feeder, cat
 		return false, fmt.Errorf("the source's replication ID changed from %s to %s (restart or failover): the stream is no longer the source's history", link.ReplID, replid)
 	}
 	lag := off - f.app.Acked()
-	t.lag.Store(lag)
-	if lag > t.opts.MaxLag || f.deferredCount.Load() > 0 {
+	prev := t.lag.Swap(lag)
+	if !caughtUp(lag, prev, t.opts.MaxLag) || f.deferredCount.Load() > 0 {
 		return false, nil
 	}
 	t.step(EvLagLow, nil)
@@ -315,7 +330,7 @@ func (t *task) cutover(ctx context.Context, f *feeder) (bool, error) {
 	t.sum.CutoverAttempts = t.m.Attempts
 	t.sum.PauseMS = float64(res.Pause.Microseconds()) / 1000
 	t.sum.FenceOffset = res.Fence
-	t.log.Info("cutover attempt", "attempt", t.m.Attempts, "fence", res.Fence, "pause", res.Pause, "fence_wait", res.FenceWait, "release", res.Release, "claim", res.Claim, "released", res.Released, "error", err)
+	t.log.Info("cutover attempt", "attempt", t.m.Attempts, "lag_before", t.lag.Load(), "fence", res.Fence, "pause", res.Pause, "fence_wait", res.FenceWait, "release", res.Release, "claim", res.Claim, "released", res.Released, "error", err)
 	if res.Released {
 		t.step(EvSourceReleased, nil)
 		if err != nil {
