@@ -47,6 +47,11 @@ type Fence func(ctx context.Context, off int64) error
 // the source was unpaused and nothing changed.
 var ErrFenceMissed = errors.New("fence missed")
 
+// ErrNotOwner means that, at the cutover, the source no longer owned every
+// slot (another move of them finished): nothing was changed, and the move
+// must roll back.
+var ErrNotOwner = errors.New("the source does not own every slot any more (another move of them?)")
+
 // Result describes one cutover attempt.
 type Result struct {
 	Fence    int64         // the source's offset during the pause
@@ -63,6 +68,7 @@ type Result struct {
 //     and their commands, not EXEC), so that only their execution is left.
 //  1. CLIENT PAUSE <budget> WRITE on the source; read its master_repl_offset.
 //  2. Wait for the fence; if it is not reached in time, unpause: ErrFenceMissed.
+//     Check that the source still owns every slot; else unpause: ErrNotOwner.
 //  3. Source: EXEC of MULTI; CLUSTER DELSLOTS …; CLUSTER SETSLOT <s> NODE <target> ….
 //     It now answers -MOVED to the target and keeps the keys as orphans.
 //  4. Target: EXEC of its claim (see claimCommands), which bumps its epoch.
@@ -137,6 +143,16 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 		return res, errors.Join(fmt.Errorf("%w: fence reached after %s, too late in a %s pause", ErrFenceMissed, elapsed, budget), unpause())
 	}
 
+	// Right before the release, as it hands the slots to this target
+	// whoever owns them: a move of the same slots that another process
+	// finished meanwhile (to another node) must not be overridden by this
+	// target's claim, which would win with a newer epoch.
+	if owned, err := sourceStillOwns(n.Source, p.Slots); err != nil || !owned {
+		if err == nil {
+			err = fmt.Errorf("%w (%s)", ErrNotOwner, n.Source.Options().Addr)
+		}
+		return res, errors.Join(err, unpause())
+	}
 	freeze(off)
 	releaseStart := time.Now()
 	err = execTx(ctx, release)
