@@ -19,7 +19,13 @@ type Conn struct {
 	Username string // ACL user; empty for the default user
 	Password string
 	TLS      *tls.Config // nil for plain TCP
+	// Name is set on every connection (CLIENT SETNAME), so that CLIENT LIST
+	// shows who holds it: a move names its connections after its task.
+	Name string
 }
+
+// NamePrefix starts the connection name of every move ("slotmover:<task>").
+const NamePrefix = "slotmover:"
 
 // With returns the same credentials for another address: the other masters
 // of a cluster are reached the way the source is.
@@ -35,14 +41,14 @@ func (c Conn) With(addr string) Conn {
 func (c Conn) Client() *redis.Client {
 	return redis.NewClient(&redis.Options{
 		Addr: c.Addr, Username: c.Username, Password: c.Password, TLSConfig: c.TLS,
-		MaxRetries: -1, PoolSize: 4, DisableIdentity: true,
+		MaxRetries: -1, PoolSize: 4, DisableIdentity: true, ClientName: c.Name,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	})
 }
 
 // Dial opens a raw connection for protocols go-redis does not speak (the
 // replication stream, a windowed pipeline), authenticated when a password
-// is set.
+// is set and named when a Name is.
 func (c Conn) Dial(ctx context.Context) (net.Conn, error) {
 	d := net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	conn, err := d.DialContext(ctx, "tcp", c.Addr)
@@ -63,26 +69,31 @@ func (c Conn) Dial(ctx context.Context) (net.Conn, error) {
 		}
 		conn = tc
 	}
-	if c.Password == "" {
-		return conn, nil
+	var setup [][]string
+	if c.Password != "" {
+		args := []string{"AUTH", c.Password}
+		if c.Username != "" {
+			args = []string{"AUTH", c.Username, c.Password}
+		}
+		setup = append(setup, args)
 	}
-	args := []string{"AUTH", c.Password}
-	if c.Username != "" {
-		args = []string{"AUTH", c.Username, c.Password}
+	if c.Name != "" {
+		setup = append(setup, []string{"CLIENT", "SETNAME", c.Name})
 	}
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	err = auth(conn, args)
-	conn.SetDeadline(time.Time{})
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("AUTH on %s: %w", c.Addr, err)
+	for _, args := range setup {
+		if err := expectOK(conn, args); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("%s on %s: %w", args[0], c.Addr, err)
+		}
 	}
+	conn.SetDeadline(time.Time{})
 	return conn, nil
 }
 
-// auth sends AUTH and reads its one-line reply byte by byte, so that nothing
-// the caller reads next is consumed here.
-func auth(conn net.Conn, args []string) error {
+// expectOK sends a command and reads its one-line reply byte by byte, so
+// that nothing the caller reads next is consumed here.
+func expectOK(conn net.Conn, args []string) error {
 	if _, err := conn.Write(resp.Append(nil, args...)); err != nil {
 		return err
 	}

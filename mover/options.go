@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/slots"
 )
@@ -72,6 +73,10 @@ func (o *Options) defaults() {
 		rand.Read(b[:])
 		o.TaskID = hex.EncodeToString(b[:])
 	}
+	// Named connections show in CLIENT LIST that a move is under way
+	// (fix looks for them before it touches anything).
+	o.Source.Name = cluster.NamePrefix + o.TaskID
+	o.Target.Name = cluster.NamePrefix + o.TaskID
 	if o.MaxLag <= 0 {
 		o.MaxLag = DefaultMaxLag
 	}
