@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -23,13 +20,10 @@ import (
 
 // moveFlags are the flags of move, shared with demo.
 type moveFlags struct {
-	opts               mover.Options
-	slotSpec           string
-	user, password     string
-	tlsOn, tlsInsecure bool
-	tlsCA              string
-	jsonOut            bool
-	logLevel           string
+	connFlags
+	opts     mover.Options
+	slotSpec string
+	jsonOut  bool
 }
 
 func (f *moveFlags) register(fs *flag.FlagSet) {
@@ -51,12 +45,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.Cleanup.Sleep, "cleanup-sleep", time.Millisecond, "pause between cleanup batches")
 	fs.StringVar(&o.SpoolDir, "spool-dir", "", "directory for stream spool files (default the system temp dir)")
 	fs.BoolVar(&o.KeepSourceConfig, "keep-source-config", false, "do not turn off the source's repl-diskless-sync-delay and rdbcompression for the sync")
-	fs.StringVar(&f.user, "user", "", "ACL user for Redis (source, target and other masters)")
-	fs.StringVar(&f.password, "password", os.Getenv("SLOTMOVER_PASSWORD"), "password for Redis (default $SLOTMOVER_PASSWORD)")
-	fs.BoolVar(&f.tlsOn, "tls", false, "connect to Redis with TLS")
-	fs.StringVar(&f.tlsCA, "tls-ca-cert", "", "with --tls, trust the CA certificates in this PEM `file` (default the system's)")
-	fs.BoolVar(&f.tlsInsecure, "tls-insecure", false, "with --tls, do not verify server certificates")
-	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.connFlags.register(fs)
 }
 
 // resolve checks the flags and completes the options; errors are bad input.
@@ -70,29 +59,13 @@ func (f *moveFlags) resolve() error {
 		return err
 	}
 	o.Slots = set
-	var tc *tls.Config
-	if f.tlsOn {
-		tc = &tls.Config{InsecureSkipVerify: f.tlsInsecure, MinVersion: tls.VersionTLS12}
-		if f.tlsCA != "" {
-			pem, err := os.ReadFile(f.tlsCA)
-			if err != nil {
-				return fmt.Errorf("--tls-ca-cert: %w", err)
-			}
-			tc.RootCAs = x509.NewCertPool()
-			if !tc.RootCAs.AppendCertsFromPEM(pem) {
-				return fmt.Errorf("--tls-ca-cert: no certificate in %s", f.tlsCA)
-			}
+	for _, c := range []*mover.Conn{&o.Source, &o.Target} {
+		if *c, err = f.conn(c.Addr); err != nil {
+			return err
 		}
 	}
-	for _, c := range []*mover.Conn{&o.Source, &o.Target} {
-		c.Username, c.Password, c.TLS = f.user, f.password, tc
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
-	}
-	o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	return nil
+	o.Logger, err = f.logger()
+	return err
 }
 
 func moveCmd(args []string) int {
