@@ -169,7 +169,7 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 	claimStart := time.Now()
 	claimErr := execTx(ctx, claimTx)
 	if claimErr != nil {
-		claimErr = claimAgain(ctx, n.Target, n.TargetID, p.Slots)
+		claimErr = Claim(ctx, n.Target, n.TargetID, p.Slots)
 	}
 	res.Claim = time.Since(claimStart)
 	uerr := unpause()
@@ -304,11 +304,12 @@ func claimCommands(ctx context.Context, p redis.Pipeliner, targetID string, set 
 	p.Do(ctx, "CLUSTER", "SETSLOT", all[len(all)-1], "NODE", targetID)
 }
 
-// claimAgain is the claim as a fresh transaction, retried briefly: after
-// the source has released the slots, the only way is forward. Slot by slot
-// (STABLE, then NODE <self>), as that can be repeated after a claim that
-// went half-way.
-func claimAgain(ctx context.Context, target *redis.Client, targetID string, set *slots.Set) error {
+// Claim makes the target own the slots in a fresh transaction, retried
+// briefly: after the source has released the slots, the only way is
+// forward. Slot by slot (STABLE, then NODE <self>; the last through the
+// importing path, which bumps the epoch), as that can be repeated after a
+// claim that went half-way.
+func Claim(ctx context.Context, target *redis.Client, targetID string, set *slots.Set) error {
 	all := set.Slots()
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {

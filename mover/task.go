@@ -398,7 +398,7 @@ func (t *task) finish(err error) Summary {
 // commands that finish the job.
 func (t *task) repair() []string {
 	src, tgt := hostPort(t.opts.Source.Addr), hostPort(t.opts.Target.Addr)
-	var out []string
+	out := []string{fmt.Sprintf("slotmover fix --node %s   # reads the cluster's state, finishes or undoes this move (--dry-run: only show); or by hand:", t.opts.Target.Addr)}
 	forEach := func(host, cmd string) {
 		for _, r := range t.opts.Slots.Ranges() {
 			out = append(out, fmt.Sprintf("for s in $(seq %d %d); do redis-cli %s %s; done", r.Start, r.End, host, cmd))

@@ -2,6 +2,7 @@
 // and atomically.
 //
 //	slotmover move --source H:P --target H:P --slots 0-5460[,a-b…] [--json]
+//	slotmover fix --node H:P [--dry-run]
 //	slotmover demo
 //
 // Exit codes of move: 0 moved; 1 failed and rolled back (the cluster as it
@@ -30,6 +31,8 @@ func main() {
 	switch os.Args[1] {
 	case "move":
 		code = moveCmd(os.Args[2:])
+	case "fix":
+		code = fixCmd(os.Args[2:])
 	case "demo":
 		code = demoCmd(os.Args[2:])
 	case "bench":
@@ -50,6 +53,8 @@ func usage() {
 	fmt.Fprint(os.Stderr, `usage:
   slotmover move --source HOST:PORT --target HOST:PORT --slots SPEC [--json] [flags]
       move hash slots online; 'slotmover move -h' lists the tunables
+  slotmover fix --node HOST:PORT [--dry-run]
+      finish or undo what moves that stopped half-way (crash, kill) left in the cluster
   slotmover demo
       start a local 4-master cluster, load sample keys, move slots 0-5460, print the summary
   slotmover bench [flags]
