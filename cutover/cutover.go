@@ -37,7 +37,14 @@ type Plan struct {
 	// FenceTimeout bounds the wait for the target to catch up with the
 	// paused source; it must leave room in the budget for the switch.
 	FenceTimeout time.Duration
+	// StopAfterRelease is a fault for tests: Switch returns ErrStopped right
+	// after the source's release, as if the process died there: no claim,
+	// no unpause (the pause runs out by itself).
+	StopAfterRelease bool
 }
+
+// ErrStopped is what Switch returns with Plan.StopAfterRelease.
+var ErrStopped = errors.New("stopped after the release (fault)")
 
 // Fence waits until every byte of the source's stream up to off has been
 // applied on the target and acknowledged.
@@ -165,6 +172,9 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 		return res, errors.Join(fmt.Errorf("release on source failed half-way: %w", err), unpause())
 	}
 	res.Released = true
+	if p.StopAfterRelease {
+		return res, ErrStopped
+	}
 
 	claimStart := time.Now()
 	claimErr := execTx(ctx, claimTx)

@@ -54,6 +54,10 @@ type Options struct {
 type Faults struct {
 	DropDelta int64 // drop the Nth command applied from the stream (1-based; 0 for none)
 	SkipFence bool  // switch ownership without waiting for the target to catch up
+	// CrashAfterRelease stops the move right after the source released the
+	// slots, as a crash there would: no claim, no unpause, no cleanup
+	// (the move ends stuck; slotmover fix finishes it).
+	CrashAfterRelease bool
 }
 
 // Defaults.

@@ -311,7 +311,8 @@ func (t *task) cutover(ctx context.Context, f *feeder) (bool, error) {
 	others := t.p.others
 	res, err := cutover.Switch(ctx, cutover.Nodes{
 		Source: t.p.source, Target: t.p.target, SourceID: t.p.sourceID, TargetID: t.p.targetID, Others: others,
-	}, cutover.Plan{Slots: t.opts.Slots, PauseBudget: t.opts.PauseBudget, FenceTimeout: t.opts.FenceTimeout},
+	}, cutover.Plan{Slots: t.opts.Slots, PauseBudget: t.opts.PauseBudget, FenceTimeout: t.opts.FenceTimeout,
+		StopAfterRelease: t.opts.Faults.CrashAfterRelease},
 		func(ctx context.Context, off int64) error {
 			if t.opts.Faults.SkipFence {
 				return nil
