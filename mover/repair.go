@@ -123,9 +123,10 @@ func ownerID(t *cluster.Topology, s uint16) string {
 
 // FixOptions configure Fix.
 type FixOptions struct {
-	Seed    Conn // any master; the others are reached with the same credentials
-	DryRun  bool // plan and report only
-	Force   bool // go on although a move's connections are open
+	Seed    Conn       // any master; the others are reached with the same credentials
+	Slots   *slots.Set // only repairs of these slots; nil for all
+	DryRun  bool       // plan and report only
+	Force   bool       // go on although a move's connections are open
 	Cleanup cutover.Pace
 	Logger  *slog.Logger
 }
@@ -153,6 +154,7 @@ func Fix(ctx context.Context, o FixOptions) ([]Repair, []string, error) {
 		return nil, nil, err
 	}
 	repairs, notes := PlanRepairs(states)
+	repairs = only(repairs, o.Slots)
 	if o.DryRun || len(repairs) == 0 {
 		return repairs, notes, nil
 	}
@@ -178,10 +180,31 @@ func Fix(ctx context.Context, o FixOptions) ([]Repair, []string, error) {
 	if states, err = readStates(ctx, o.Seed, clients, true); err != nil {
 		return repairs, notes, err
 	}
-	if left, _ := PlanRepairs(states); len(left) > 0 {
+	if left, _ := PlanRepairs(states); len(only(left, o.Slots)) > 0 {
 		return repairs, notes, fmt.Errorf("after the repairs, still to do: %v", left)
 	}
 	return repairs, notes, nil
+}
+
+// only narrows the repairs to the slots of set (all if nil).
+func only(repairs []Repair, set *slots.Set) []Repair {
+	if set == nil {
+		return repairs
+	}
+	var out []Repair
+	for _, r := range repairs {
+		in := slots.NewSet()
+		for _, s := range r.Slots.Slots() {
+			if set.Contains(s) {
+				in.Add(s)
+			}
+		}
+		if in.Len() > 0 {
+			r.Slots = in
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // readStates reads every master's own view and stray keys, opening a

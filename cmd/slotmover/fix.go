@@ -12,6 +12,7 @@ import (
 
 	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/mover"
+	"github.com/slotmover/slotmover/slots"
 )
 
 // fixCmd mends what moves that stopped half-way (a crash, a kill -9, a lost
@@ -23,6 +24,7 @@ func fixCmd(args []string) int {
 	var cf connFlags
 	cf.register(fs)
 	node := fs.String("node", "", "any master of the cluster, `HOST:PORT`")
+	spec := fs.String("slots", "", "repair only these slots (default all)")
 	dryRun := fs.Bool("dry-run", false, "only print what would be done")
 	force := fs.Bool("force", false, "go on although connections of a move are open (it is gone, they hang)")
 	batch := fs.Int("cleanup-batch", cutover.DefaultBatch, "keys removed per round trip")
@@ -34,6 +36,10 @@ func fixCmd(args []string) int {
 	if err == nil && *node == "" {
 		err = errors.New("--node is required")
 	}
+	var only *slots.Set
+	if err == nil && *spec != "" {
+		only, err = slots.Parse(*spec)
+	}
 	log, lerr := cf.logger()
 	if err = errors.Join(err, lerr); err != nil {
 		fmt.Fprintf(os.Stderr, "slotmover fix: %v\n", err)
@@ -42,7 +48,7 @@ func fixCmd(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	repairs, notes, err := mover.Fix(ctx, mover.FixOptions{
-		Seed: seed, DryRun: *dryRun, Force: *force, Cleanup: cutover.Pace{Batch: *batch, Sleep: *sleep}, Logger: log,
+		Seed: seed, Slots: only, DryRun: *dryRun, Force: *force, Cleanup: cutover.Pace{Batch: *batch, Sleep: *sleep}, Logger: log,
 	})
 	verb := "done"
 	if *dryRun {
