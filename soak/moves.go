@@ -3,6 +3,7 @@ package soak
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -67,6 +68,39 @@ func LibraryMover(base mover.Options) Mover {
 		opts.Logger = slog.New(tap).With("move", m.Seq)
 		sum, err := mover.Run(ctx, opts)
 		return Outcome{Summary: sum, Err: err, Pauses: tap.windows()}
+	})
+}
+
+// CrashingMover is LibraryMover whose every nth move stops right after the
+// source released the slots, as a crash there would (the source's pause
+// runs out by itself, nothing is claimed or cleaned up), and is then
+// finished by mover.Fix for those slots, as an operator would. The checker
+// must find no lost write either way.
+func CrashingMover(base mover.Options, every int) Mover {
+	normal := LibraryMover(base)
+	crashing := base
+	crashing.Faults.CrashAfterRelease = true
+	crash := LibraryMover(crashing)
+	return MoverFunc(func(ctx context.Context, m Move) Outcome {
+		if every <= 0 || m.Seq%every != 0 {
+			return normal.Move(ctx, m)
+		}
+		out := crash.Move(ctx, m)
+		if out.Summary.Result != mover.ResultStuck {
+			return out // it ended before the release: nothing to fix
+		}
+		// Other moves run meanwhile (their connections are open: Force), on
+		// other slots (Slots keeps the fix off them).
+		repairs, _, err := mover.Fix(ctx, mover.FixOptions{Seed: base.Source.With(m.TargetAddr), Slots: m.Slots, Force: true, Logger: base.Logger})
+		if err != nil {
+			out.Err = fmt.Errorf("crashed after the release; fix: %w", err)
+			return out
+		}
+		if base.Logger != nil {
+			base.Logger.Info("soak: move crashed after the release and was fixed", "move", m.Seq, "repairs", fmt.Sprint(repairs))
+		}
+		out.Summary.Result, out.Err = mover.ResultMoved, nil
+		return out
 	})
 }
 

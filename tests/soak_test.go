@@ -164,6 +164,46 @@ func TestSoakCatchesBrokenMover(t *testing.T) {
 	}
 }
 
+// Moves that die right after the source released the slots (no claim, the
+// pause left to run out) and are then finished by slotmover fix lose no
+// write either.
+func TestSoakCrashedMovesAreFixed(t *testing.T) {
+	c := soakCluster(t)
+	log := testLogger(t)
+	rep, err := soak.Run(context.Background(), soak.Config{
+		Addr:          c.Nodes[0].Addr,
+		Duration:      25 * time.Second,
+		Rate:          2000,
+		Moves:         6,
+		SlotsPerMove:  256,
+		Keys:          20000,
+		Seed:          soakEnv(t, "SLOTMOVER_SOAK_SEED", 0),
+		Logger:        log,
+		ParallelMoves: 2,
+		Mover:         soak.CrashingMover(mover.Options{Logger: log}, 2),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	soakReport(t, rep)
+	v := rep.Verdict
+	if v.LostWrites != 0 || v.WrongReads != 0 || v.Resurrected != 0 {
+		t.Errorf("lost writes %d, wrong reads %d, resurrected %d: %v", v.LostWrites, v.WrongReads, v.Resurrected, v.Examples)
+	}
+	if rep.Moves.Moved < 5 || rep.Moves.Failed != 0 || !rep.Pass {
+		t.Errorf("moves: %d moved, %d failed; failures %v", rep.Moves.Moved, rep.Moves.Failed, rep.Failures)
+	}
+	fixed := 0
+	for _, m := range rep.Moves.List {
+		if m.Result == string(mover.ResultMoved) && m.Seq%2 == 0 {
+			fixed++
+		}
+	}
+	if fixed < 2 {
+		t.Errorf("only %d moves crashed and were fixed: the test tests little", fixed)
+	}
+}
+
 func soakDeltas(r *soak.Report) int64 {
 	var n int64
 	for _, m := range r.Moves.List {

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/soak"
 )
 
@@ -43,6 +44,7 @@ func soakCmd(args []string) int {
 	fs.StringVar(&c.Username, "user", "", "ACL user for Redis")
 	fs.StringVar(&c.Password, "password", os.Getenv("SLOTMOVER_PASSWORD"), "password for Redis (default $SLOTMOVER_PASSWORD)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error (logs go to stderr)")
+	crashEvery := fs.Int("crash-every", 0, "make every Nth move stop right after the source's release, as a crash there would, and finish it with fix (0: never)")
 	if err := fs.Parse(args); err != nil {
 		return exitRefused
 	}
@@ -63,6 +65,10 @@ func soakCmd(args []string) int {
 		return exitRefused
 	}
 	c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if *crashEvery > 0 {
+		creds := mover.Conn{Username: c.Username, Password: c.Password}
+		c.Mover = soak.CrashingMover(mover.Options{Source: creds, Target: creds, Logger: c.Logger}, *crashEvery)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
