@@ -1,6 +1,10 @@
 package cluster
 
-import "testing"
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
 
 func TestParse(t *testing.T) {
 	text := `07c37dfeb235213a872192d90877d0cd55635b91 127.0.0.1:30004@31004,host4 slave e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 0 1426238317239 4 connected
@@ -31,5 +35,30 @@ e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 127.0.0.1:30001@31001 myself,master - 0
 	}
 	if _, err := Parse("garbage"); err == nil {
 		t.Fatal("garbage parsed")
+	}
+}
+
+// BenchmarkParseFragmented reads the CLUSTER NODES of 4 masters that own
+// every 4th slot each: 4096 single-slot fields a line, as long soaks make.
+func BenchmarkParseFragmented(b *testing.B) {
+	var text strings.Builder
+	for n := 0; n < 4; n++ {
+		flags := "master"
+		if n == 0 {
+			flags = "myself,master"
+		}
+		fmt.Fprintf(&text, "%040d 127.0.0.1:%d@%d %s - 0 0 %d connected", n, 7000+n, 17000+n, flags, n+1)
+		for s := n; s < 16384; s += 4 {
+			fmt.Fprintf(&text, " %d", s)
+		}
+		text.WriteString("\n")
+	}
+	in := text.String()
+	b.ReportAllocs()
+	for b.Loop() {
+		top, err := Parse(in)
+		if err != nil || top.Myself.Slots.Len() != 4096 {
+			b.Fatalf("%v, %d slots", err, top.Myself.Slots.Len())
+		}
 	}
 }

@@ -65,11 +65,16 @@ type Set struct{ bits [Count / 64]uint64 }
 func NewSet(ranges ...Range) *Set {
 	s := &Set{}
 	for _, r := range ranges {
-		for x := int(r.Start); x <= int(r.End); x++ {
-			s.Add(uint16(x))
-		}
+		s.AddRange(r)
 	}
 	return s
+}
+
+// AddRange puts every slot of r into the set.
+func (s *Set) AddRange(r Range) {
+	for x := int(r.Start); x <= int(r.End); x++ {
+		s.Add(uint16(x))
+	}
 }
 
 // Add puts slot into the set.
@@ -136,22 +141,11 @@ func Parse(spec string) (*Set, error) {
 	}
 	var ranges []Range
 	for _, part := range strings.Split(spec, ",") {
-		part = strings.TrimSpace(part)
-		lo, hi, isRange := strings.Cut(part, "-")
-		start, err := parseSlot(lo, part)
+		r, err := ParseRange(part)
 		if err != nil {
 			return nil, err
 		}
-		end := start
-		if isRange {
-			if end, err = parseSlot(hi, part); err != nil {
-				return nil, err
-			}
-			if end < start {
-				return nil, fmt.Errorf("slot range %q: end before start", part)
-			}
-		}
-		ranges = append(ranges, Range{start, end})
+		ranges = append(ranges, r)
 	}
 	sorted := append([]Range(nil), ranges...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Start < sorted[j].Start })
@@ -161,6 +155,26 @@ func Parse(spec string) (*Set, error) {
 		}
 	}
 	return NewSet(ranges...), nil
+}
+
+// ParseRange reads one slot ("3000") or range ("0-5460").
+func ParseRange(part string) (Range, error) {
+	part = strings.TrimSpace(part)
+	lo, hi, isRange := strings.Cut(part, "-")
+	start, err := parseSlot(lo, part)
+	if err != nil {
+		return Range{}, err
+	}
+	end := start
+	if isRange {
+		if end, err = parseSlot(hi, part); err != nil {
+			return Range{}, err
+		}
+		if end < start {
+			return Range{}, fmt.Errorf("slot range %q: end before start", part)
+		}
+	}
+	return Range{start, end}, nil
 }
 
 func parseSlot(s, part string) (uint16, error) {
