@@ -3,6 +3,7 @@ package mover
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -132,7 +133,7 @@ type FixOptions struct {
 }
 
 // ErrMoveUnderWay refuses a fix while a move's named connections are open.
-var ErrMoveUnderWay = fmt.Errorf("a move is under way")
+var ErrMoveUnderWay = errors.New("a move is under way")
 
 // Fix finds what stopped moves left in the cluster and mends it: it reads
 // every master, plans (PlanRepairs), and unless DryRun applies the repairs,
