@@ -188,19 +188,28 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 	}
 	// Not fatal if one fails: the target's claim reaches them by gossip
 	// anyway, with its bumped epoch.
-	tellErrs := make([]error, len(tell))
+	tellErr := atOnce(len(tell), func(i int) error {
+		if err := execTx(ctx, tell[i]); err != nil {
+			return fmt.Errorf("tell %s: %w", tell[i].client.Options().Addr, err)
+		}
+		return nil
+	})
+	return res, errors.Join(tellErr, uerr)
+}
+
+// atOnce runs fn(0) … fn(n-1) concurrently and joins their errors.
+func atOnce(n int, fn func(i int) error) error {
+	errs := make([]error, n)
 	var wg sync.WaitGroup
-	for i, tx := range tell {
+	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := execTx(ctx, tx); err != nil {
-				tellErrs[i] = fmt.Errorf("tell %s: %w", tx.client.Options().Addr, err)
-			}
+			errs[i] = fn(i)
 		}()
 	}
 	wg.Wait()
-	return res, errors.Join(append(tellErrs, uerr)...)
+	return errors.Join(errs...)
 }
 
 // txSpec is a transaction to queue on a node; what names it in errors.
@@ -222,19 +231,15 @@ func newsFor(ctx context.Context, others []*redis.Client, targetID string, set *
 // On failure it closes those it queued.
 func queueAll(ctx context.Context, specs []txSpec) ([]*queuedTx, error) {
 	txs := make([]*queuedTx, len(specs))
-	errs := make([]error, len(specs))
-	var wg sync.WaitGroup
-	for i, sp := range specs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if txs[i], errs[i] = queueTx(ctx, sp.client, sp.build); errs[i] != nil {
-				errs[i] = fmt.Errorf("queue %s: %w", sp.what, errs[i])
-			}
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	err := atOnce(len(specs), func(i int) error {
+		tx, err := queueTx(ctx, specs[i].client, specs[i].build)
+		if err != nil {
+			return fmt.Errorf("queue %s: %w", specs[i].what, err)
+		}
+		txs[i] = tx
+		return nil
+	})
+	if err != nil {
 		for _, tx := range txs {
 			if tx != nil {
 				tx.Close()
