@@ -255,18 +255,11 @@ func TestOthersRefusedWritesDoNotFailTheMove(t *testing.T) {
 // rejectedSets reads the target's count of refused SET calls.
 func rejectedSets(t *testing.T, c *redis.Client) int64 {
 	t.Helper()
-	for _, line := range strings.Split(c.Info(context.Background(), "commandstats").Val(), "\r\n") {
-		if stats, ok := strings.CutPrefix(line, "cmdstat_set:"); ok {
-			for _, kv := range strings.Split(stats, ",") {
-				if v, ok := strings.CutPrefix(kv, "rejected_calls="); ok {
-					var n int64
-					fmt.Sscan(v, &n)
-					return n
-				}
-			}
-		}
+	n, err := harness.CommandStat(context.Background(), c, "set", "rejected_calls")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return 0
+	return n
 }
 
 // assertUnchanged fails unless the cluster's fingerprint is still before.

@@ -182,3 +182,24 @@ func (ks *KeyStates) Compare(ctx context.Context, c redis.Cmdable) error {
 	}
 	return nil
 }
+
+// CommandStat reads one field of a command's line in INFO commandstats
+// ("calls", "rejected_calls", …); 0 if the command never ran.
+func CommandStat(ctx context.Context, c redis.Cmdable, command, field string) (int64, error) {
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		stats, ok := strings.CutPrefix(line, "cmdstat_"+command+":")
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Split(stats, ",") {
+			if v, ok := strings.CutPrefix(kv, field+"="); ok {
+				return strconv.ParseInt(v, 10, 64)
+			}
+		}
+	}
+	return 0, nil
+}
