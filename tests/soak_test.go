@@ -43,6 +43,19 @@ func soakCluster(t *testing.T) *harness.Cluster {
 }
 
 // soakReport logs the report as the CLI prints it.
+// assertNothingLost fails on any lost, wrong or resurrected key, and on a
+// final pass that did not read every key.
+func assertNothingLost(t *testing.T, rep *soak.Report) {
+	t.Helper()
+	v := rep.Verdict
+	if v.LostWrites != 0 || v.WrongReads != 0 || v.Resurrected != 0 {
+		t.Errorf("lost writes %d, wrong reads %d, resurrected %d: %v", v.LostWrites, v.WrongReads, v.Resurrected, v.Examples)
+	}
+	if v.KeysChecked != rep.Keys || v.Unchecked != 0 {
+		t.Errorf("the final pass checked %d of %d keys (%d unreadable)", v.KeysChecked, rep.Keys, v.Unchecked)
+	}
+}
+
 func soakReport(t *testing.T, r *soak.Report) {
 	t.Helper()
 	var b bytes.Buffer
@@ -83,14 +96,7 @@ func TestSoakMovesLoseNoWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	soakReport(t, rep)
-
-	v := rep.Verdict
-	if v.LostWrites != 0 || v.WrongReads != 0 || v.Resurrected != 0 {
-		t.Errorf("lost writes %d, wrong reads %d, resurrected %d: %v", v.LostWrites, v.WrongReads, v.Resurrected, v.Examples)
-	}
-	if v.KeysChecked != rep.Keys || v.Unchecked != 0 {
-		t.Errorf("the final pass checked %d of %d keys (%d unreadable)", v.KeysChecked, rep.Keys, v.Unchecked)
-	}
+	assertNothingLost(t, rep)
 	wantMoves := 10
 	if long {
 		wantMoves = int(duration / (10 * time.Second))
@@ -186,10 +192,7 @@ func TestSoakCrashedMovesAreFixed(t *testing.T) {
 		t.Fatal(err)
 	}
 	soakReport(t, rep)
-	v := rep.Verdict
-	if v.LostWrites != 0 || v.WrongReads != 0 || v.Resurrected != 0 {
-		t.Errorf("lost writes %d, wrong reads %d, resurrected %d: %v", v.LostWrites, v.WrongReads, v.Resurrected, v.Examples)
-	}
+	assertNothingLost(t, rep)
 	if rep.Moves.Moved < 5 || rep.Moves.Failed != 0 || !rep.Pass {
 		t.Errorf("moves: %d moved, %d failed; failures %v", rep.Moves.Moved, rep.Moves.Failed, rep.Failures)
 	}
