@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/internal/info"
 	"github.com/slotmover/slotmover/slots"
 )
 
@@ -34,9 +36,15 @@ type Plan struct {
 	// PauseBudget is the CLIENT PAUSE timeout: the longest the source's
 	// writers can be held, even if this process dies mid-cutover.
 	PauseBudget time.Duration
-	// FenceTimeout bounds the wait for the target to catch up with the
-	// paused source; it must leave room in the budget for the switch.
+	// FenceTimeout bounds each wait for the target to catch up with the
+	// source: before the release, and again after it.
 	FenceTimeout time.Duration
+	// SetSlotPaused says that the source holds CLUSTER SETSLOT back while
+	// it is paused (Valkey 8 flags it MAY_REPLICATE; see SetSlotPaused): the
+	// release then gives the slots away with DELSLOTS alone, and the source
+	// learns the new owner from the target's claim, and from us once it is
+	// unpaused.
+	SetSlotPaused bool
 	// StopAfterRelease is a fault for tests: Switch returns ErrStopped right
 	// after the source's release, as if the process died there: no claim,
 	// no unpause (the pause runs out by itself).
@@ -50,8 +58,8 @@ var ErrStopped = errors.New("stopped after the release (fault)")
 // applied on the target and acknowledged.
 type Fence func(ctx context.Context, off int64) error
 
-// ErrFenceMissed means the target did not catch up inside the fence timeout;
-// the source was unpaused and nothing changed.
+// ErrFenceMissed means the target did not catch up in time; the source was
+// unpaused, owns the slots as before, and the cutover can be tried again.
 var ErrFenceMissed = errors.New("fence missed")
 
 // ErrNotOwner means that, at the cutover, the source no longer owned every
@@ -61,46 +69,76 @@ var ErrNotOwner = errors.New("the source does not own every slot any more (anoth
 
 // Result describes one cutover attempt.
 type Result struct {
-	Fence    int64         // the source's offset during the pause
-	Pause    time.Duration // from CLIENT PAUSE sent to CLIENT UNPAUSE answered
-	Released bool          // the source gave the slots away: there is no way back
+	Fence int64 // the source's offset when the pause began
+	// ReleaseOffset is the source's offset as the release executed: every
+	// write it accepted in the slots lies before it. The target reached it
+	// before it claimed. It differs from Fence only when the pause did not
+	// hold (another client's CLIENT UNPAUSE, a pause that ran out, a server
+	// that let writes through).
+	ReleaseOffset int64
+	Pause         time.Duration // from CLIENT PAUSE sent to CLIENT UNPAUSE answered
+	Released      bool          // the source gave the slots away and kept them so: there is no way back
 
-	// Where the pause went.
-	FenceWait, Release, Claim time.Duration
+	// Where the pause went. CatchUp is the wait for ReleaseOffset, after
+	// the release (0 when the pause held).
+	FenceWait, Release, CatchUp, Claim time.Duration
 }
 
 // Switch runs one cutover attempt:
 //
-//  0. Before the pause, queue the transactions of steps 3, 4 and 6 (MULTI
+//  0. Before the pause, queue the transactions of steps 4, 6 and 8 (MULTI
 //     and their commands, not EXEC), so that only their execution is left.
 //  1. CLIENT PAUSE <budget> WRITE on the source; read its master_repl_offset.
-//  2. Wait for the fence; if it is not reached in time, unpause: ErrFenceMissed.
+//  2. Wait for that fence; if it is not reached in time, unpause: ErrFenceMissed.
 //     Check that the source still owns every slot; else unpause: ErrNotOwner.
-//  3. Source: EXEC of MULTI; CLUSTER DELSLOTS …; CLUSTER SETSLOT <s> NODE <target> ….
-//     It now answers -MOVED to the target and keeps the keys as orphans.
-//  4. Target: EXEC of its claim (see claimCommands), which bumps its epoch.
-//  5. CLIENT UNPAUSE.
-//  6. Every other master, all at once: CLUSTER SETSLOT <s> NODE <target>.
+//  3. Source: EXEC of MULTI; CLUSTER DELSLOTS …; CLUSTER SETSLOT <s> NODE
+//     <target> …; INFO replication. From then on it answers -MOVED for the
+//     slots (or CLUSTERDOWN, with DELSLOTS alone) and keeps their keys as
+//     orphans; the offset INFO reports is the release offset.
+//  4. Wait until the target has applied the stream up to the release
+//     offset. The source refused every write in the slots after it, so
+//     whether or not the pause held, the target now has every write the
+//     source acknowledged in them. If it is not reached in time, the source
+//     takes the slots back (ADDSLOTS) and is unpaused: ErrFenceMissed.
+//  5. Target: EXEC of its claim (see claimCommands), which bumps its epoch.
+//  6. CLIENT UNPAUSE.
+//  7. Every other master, all at once: CLUSTER SETSLOT <s> NODE <target>
+//     (and the source too, when SETSLOT was left out of its release).
 //
 // Claiming on the target first would make the source, on hearing of it by
 // gossip while still owning the slots, delete their keys synchronously.
+// The pause only keeps step 4 short and the bounce of clients between the
+// two nodes brief; correctness rests on the release offset, which the
+// source itself reports. Moves from one source in this process take turns
+// (lockSource), so that none ends another's pause.
+//
 // An error with Result.Released set means the switch is half done and must
 // be finished by hand or by fix; the error says what is left.
 //
-// freeze is called after the fence, right before the source gives the slots
-// away: from then on nothing of the stream past the fence may reach the
-// target, where it would undo clients' writes (the source still expires its
-// orphaned keys, and streams a DEL for each).
+// freeze(off) is called right after the release: from then on nothing of
+// the stream at or past off may reach the target, where it would undo
+// clients' writes (the source still expires its orphaned keys, and streams a
+// DEL for each). freeze(-1) lifts it, when the source takes the slots back.
 func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off int64)) (Result, error) {
 	var res Result
+	unlock, err := lockSource(ctx, n.SourceID)
+	if err != nil {
+		return res, err
+	}
+	defer unlock()
+
 	// The other masters' news is queued too, so that they learn it within
 	// a few milliseconds of the unpause: until then their clients are sent
 	// to the source and on from there, and a client refreshing its slot map
 	// from one of them gets the old owner.
+	told := n.Others
+	if p.SetSlotPaused {
+		told = append(slices.Clip(told), n.Source)
+	}
 	txs, err := queueAll(ctx, append([]txSpec{
-		{n.Source, "the release on source", func(pl redis.Pipeliner) { releaseCommands(ctx, pl, n.TargetID, p.Slots) }},
+		{n.Source, "the release on source", func(pl redis.Pipeliner) { releaseCommands(ctx, pl, n.TargetID, p) }},
 		{n.Target, "the claim on target", func(pl redis.Pipeliner) { claimCommands(ctx, pl, n.TargetID, p.Slots) }},
-	}, newsFor(ctx, n.Others, n.TargetID, p.Slots)...))
+	}, newsFor(ctx, told, n.TargetID, p.Slots)...))
 	if err != nil {
 		return res, err
 	}
@@ -143,9 +181,9 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 		}
 		return res, errors.Join(err, unpause())
 	}
-	// Never switch on a pause that may have run out: writes accepted after
-	// it would be missing on the target. Half the budget is kept for the
-	// switch itself.
+	// A fence reached late leaves little of the pause for the switch:
+	// writers would resume before it, and clients would bounce between the
+	// nodes while the target catches up with them. Try again later.
 	if elapsed := time.Since(pausedAt); elapsed > budget/2 {
 		return res, errors.Join(fmt.Errorf("%w: fence reached after %s, too late in a %s pause", ErrFenceMissed, elapsed, budget), unpause())
 	}
@@ -160,9 +198,14 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 		}
 		return res, errors.Join(err, unpause())
 	}
-	freeze(off)
+
+	// From the release on, only the way forward (or the source taking the
+	// slots back) is safe: a cancelled caller must not leave the slots
+	// between two nodes, so the rest runs on a context of its own.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget+5*time.Second)
+	defer cancel()
 	releaseStart := time.Now()
-	err = execTx(ctx, release)
+	replies, err := execTx(sctx, release)
 	res.Release = time.Since(releaseStart)
 	if err != nil {
 		if owned, oerr := sourceStillOwns(n.Source, p.Slots); oerr == nil && owned {
@@ -172,14 +215,36 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 		return res, errors.Join(fmt.Errorf("release on source failed half-way: %w", err), unpause())
 	}
 	res.Released = true
+	relOff, err := info.Parse(fmt.Sprint(replies[len(replies)-1])).Int("master_repl_offset")
+	if err != nil {
+		return res, errors.Join(fmt.Errorf("the release's offset on source: %w", err), unpause())
+	}
+	res.ReleaseOffset = relOff
+	freeze(relOff)
 	if p.StopAfterRelease {
 		return res, ErrStopped
 	}
 
+	if relOff != off {
+		catchUpStart := time.Now()
+		fctx, cancel := context.WithTimeout(sctx, p.FenceTimeout)
+		err := fence(fctx, relOff)
+		cancel()
+		res.CatchUp = time.Since(catchUpStart)
+		if err != nil {
+			freeze(-1)
+			if gerr := giveBack(sctx, n.Source, p); gerr != nil {
+				return res, errors.Join(fmt.Errorf("the pause did not hold (offset %d at the fence, %d at the release), the target did not reach the release offset (%w), and the source could not take the slots back: %w", off, relOff, err, gerr), unpause())
+			}
+			res.Released = false
+			return res, errors.Join(fmt.Errorf("%w: the pause did not hold (offset %d at the fence, %d at the release) and the target did not reach the release offset within %s; the source took the slots back: %w", ErrFenceMissed, off, relOff, p.FenceTimeout, err), unpause())
+		}
+	}
+
 	claimStart := time.Now()
-	claimErr := execTx(ctx, claimTx)
+	_, claimErr := execTx(sctx, claimTx)
 	if claimErr != nil {
-		claimErr = Claim(ctx, n.Target, n.TargetID, p.Slots)
+		claimErr = Claim(sctx, n.Target, n.TargetID, p.Slots)
 	}
 	res.Claim = time.Since(claimStart)
 	uerr := unpause()
@@ -189,12 +254,51 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 	// Not fatal if one fails: the target's claim reaches them by gossip
 	// anyway, with its bumped epoch.
 	tellErr := atOnce(len(tell), func(i int) error {
-		if err := execTx(ctx, tell[i]); err != nil {
+		if _, err := execTx(sctx, tell[i]); err != nil {
 			return fmt.Errorf("tell %s: %w", tell[i].client.Options().Addr, err)
 		}
 		return nil
 	})
 	return res, errors.Join(tellErr, uerr)
+}
+
+// giveBack makes the source own the slots again after a release that the
+// target could not follow: the target never claimed them and the other
+// masters were never told, so the source's own view is the only one that
+// changed.
+func giveBack(ctx context.Context, source *redis.Client, p Plan) error {
+	all := p.Slots.Slots()
+	cmds, err := source.TxPipelined(ctx, func(pl redis.Pipeliner) error {
+		if !p.SetSlotPaused {
+			pl.Do(ctx, slotsCommand("DELSLOTS", all)...)
+		}
+		pl.Do(ctx, slotsCommand("ADDSLOTS", all)...)
+		return nil
+	})
+	if err != nil {
+		return firstCmdErr(cmds, source, err)
+	}
+	if owned, err := sourceStillOwns(source, p.Slots); err != nil || !owned {
+		return errors.Join(errors.New("the source does not own every slot after ADDSLOTS"), err)
+	}
+	return nil
+}
+
+// sourceLocks hold one token per source node ID: the cutovers of moves
+// from one source, in this process, take turns. A server keeps one write
+// pause for all its clients, and any CLIENT UNPAUSE ends it: overlapping
+// cutovers would end each other's pause.
+var sourceLocks sync.Map // node ID → chan struct{} (capacity 1)
+
+func lockSource(ctx context.Context, id string) (unlock func(), err error) {
+	v, _ := sourceLocks.LoadOrStore(id, make(chan struct{}, 1))
+	token := v.(chan struct{})
+	select {
+	case token <- struct{}{}:
+		return func() { <-token }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // atOnce runs fn(0) … fn(n-1) concurrently and joins their errors.
@@ -265,8 +369,13 @@ func queueTx(ctx context.Context, c *redis.Client, build func(redis.Pipeliner)) 
 	opts.PoolSize = 1
 	tx := &queuedTx{client: redis.NewClient(&opts)}
 	tx.conn = tx.client.Conn()
+	// MULTI alone first: were it refused (an ACL without it), the commands
+	// pipelined behind it would run at once, outside any transaction.
+	if err := tx.conn.Do(ctx, "MULTI").Err(); err != nil {
+		tx.Close()
+		return nil, fmt.Errorf("MULTI on %s: %w", c.Options().Addr, err)
+	}
 	cmds, err := tx.conn.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.Do(ctx, "MULTI")
 		build(p)
 		return nil
 	})
@@ -282,24 +391,30 @@ func (tx *queuedTx) Close() {
 	tx.client.Close()
 }
 
-// execTx runs a queued transaction and checks the reply of every command in it.
-func execTx(ctx context.Context, tx *queuedTx) error {
+// execTx runs a queued transaction, checks the reply of every command in
+// it, and returns the replies.
+func execTx(ctx context.Context, tx *queuedTx) ([]any, error) {
 	replies, err := tx.conn.Do(ctx, "EXEC").Slice()
 	if err != nil {
-		return fmt.Errorf("EXEC: %w", err)
+		return nil, fmt.Errorf("EXEC: %w", err)
 	}
 	for i, r := range replies {
 		if e, ok := r.(error); ok {
-			return fmt.Errorf("command %d of the transaction: %w", i+1, e)
+			return nil, fmt.Errorf("command %d of the transaction: %w", i+1, e)
 		}
 	}
-	return nil
+	return replies, nil
 }
 
-// releaseCommands are step 3. DELSLOTS takes a list (DELSLOTSRANGE is 7.0+).
-func releaseCommands(ctx context.Context, p redis.Pipeliner, targetID string, set *slots.Set) {
-	p.Do(ctx, slotsCommand("DELSLOTS", set.Slots())...)
-	setSlotNodeCommands(ctx, p, targetID, set)
+// releaseCommands are step 3. DELSLOTS takes a list (DELSLOTSRANGE is
+// 7.0+). INFO comes last: inside the transaction, the offset it reports is
+// the stream's position at the release.
+func releaseCommands(ctx context.Context, pl redis.Pipeliner, targetID string, p Plan) {
+	pl.Do(ctx, slotsCommand("DELSLOTS", p.Slots.Slots())...)
+	if !p.SetSlotPaused {
+		setSlotNodeCommands(ctx, pl, targetID, p.Slots)
+	}
+	pl.Info(ctx, "replication")
 }
 
 // claimCommands make the target own the slots, in three commands: DELSLOTS
@@ -393,14 +508,27 @@ func sourceStillOwns(c *redis.Client, set *slots.Set) (bool, error) {
 
 // ReplOffset reads master_repl_offset from INFO replication.
 func ReplOffset(ctx context.Context, c *redis.Client) (int64, error) {
-	info, err := c.Info(ctx, "replication").Result()
+	f, err := info.Read(ctx, c, "replication")
 	if err != nil {
-		return 0, fmt.Errorf("INFO replication on %s: %w", c.Options().Addr, err)
+		return 0, err
 	}
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "master_repl_offset:"); ok {
-			return strconv.ParseInt(v, 10, 64)
-		}
+	off, err := f.Int("master_repl_offset")
+	if err != nil {
+		return 0, fmt.Errorf("on %s: %w", c.Options().Addr, err)
 	}
-	return 0, fmt.Errorf("INFO replication on %s: no master_repl_offset", c.Options().Addr)
+	return off, nil
+}
+
+// SetSlotPaused reports whether the server holds CLUSTER SETSLOT back while
+// its clients' writes are paused: Valkey 8 flags SETSLOT MAY_REPLICATE (it
+// replicates it to its replicas before applying it). COMMAND INFO hides
+// that flag, so the version tells.
+func SetSlotPaused(ctx context.Context, c *redis.Client) (bool, error) {
+	f, err := info.Read(ctx, c, "server")
+	if err != nil {
+		return false, err
+	}
+	major, _, _ := strings.Cut(f["valkey_version"], ".")
+	n, err := strconv.Atoi(major)
+	return err == nil && n >= 8, nil
 }

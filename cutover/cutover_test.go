@@ -3,6 +3,7 @@ package cutover
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/slots"
+	"github.com/slotmover/slotmover/stream"
 	"github.com/slotmover/slotmover/tests/harness"
 )
 
@@ -65,4 +67,161 @@ func TestSwitchRefusesSlotsTheSourceNoLongerOwns(t *testing.T) {
 	if err := source.Set(wctx, "{"+tagOf(8000)+"}:after", "v", 0).Err(); err != nil {
 		t.Fatalf("write to the source after the refused cutover: %v", err)
 	}
+}
+
+// pauseTestCluster is a source owning 0-8191, another master, and an empty
+// target importing slots 0-199 from the source.
+func pauseTestCluster(t *testing.T) (c *harness.Cluster, source, other, target *redis.Client) {
+	t.Helper()
+	ctx := context.Background()
+	c = harness.ClusterT(t, []string{"0-8191", "8192-16383", ""}, harness.Options{})
+	source, other, target = c.Nodes[0].Client(), c.Nodes[1].Client(), c.Nodes[2].Client()
+	t.Cleanup(func() { source.Close(); other.Close(); target.Close() })
+	// A master's offset moves only once it has a replica: a replica link,
+	// as a move has.
+	link, err := stream.Open(ctx, stream.Config{Conn: cluster.Conn{Addr: c.Nodes[0].Addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { link.Close() })
+	for s := 0; s < 200; s++ {
+		if err := target.Do(ctx, "CLUSTER", "SETSLOT", s, "IMPORTING", c.IDs[0]).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c, source, other, target
+}
+
+// breakPause ends the source's write pause from another client, as a
+// second move's or an operator's CLIENT UNPAUSE would, and writes n keys of
+// slot 0 through the opened gap. It returns the source's offset after them.
+func breakPause(t *testing.T, addr string, n int) int64 {
+	t.Helper()
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true})
+	defer c.Close()
+	if err := c.Do(ctx, "CLIENT", "UNPAUSE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if err := c.Set(ctx, fmt.Sprintf("{%s}:gap:%d", tagOf(0), i), i, 0).Err(); err != nil {
+			t.Fatalf("write through the broken pause: %v", err)
+		}
+	}
+	off, err := ReplOffset(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return off
+}
+
+// The pause is not a lock: when another client ends it between the fence
+// and the release, the source accepts writes in the moving slots that the
+// first fence does not cover. The target must not claim before it has
+// reached the offset the source reports at the release, which covers them.
+func TestSwitchWaitsForWritesThroughABrokenPause(t *testing.T) {
+	ctx := context.Background()
+	c, source, other, target := pauseTestCluster(t)
+	var fences []int64
+	var afterGap, frozen int64
+	res, err := Switch(ctx, Nodes{Source: source, Target: target, SourceID: c.IDs[0], TargetID: c.IDs[2], Others: []*redis.Client{other}},
+		Plan{Slots: slots.NewSet(slots.Range{Start: 0, End: 199}), PauseBudget: 2 * time.Second, FenceTimeout: 250 * time.Millisecond},
+		func(_ context.Context, off int64) error {
+			fences = append(fences, off)
+			if len(fences) == 1 {
+				afterGap = breakPause(t, c.Nodes[0].Addr, 20)
+			}
+			return nil
+		},
+		func(off int64) { frozen = off })
+	if err != nil || !res.Released {
+		t.Fatalf("switch: released %v, %v", res.Released, err)
+	}
+	if len(fences) != 2 || fences[0] != res.Fence || fences[1] != res.ReleaseOffset {
+		t.Fatalf("fences waited for: %v; result %+v", fences, res)
+	}
+	if res.ReleaseOffset < afterGap || res.ReleaseOffset <= res.Fence || frozen != res.ReleaseOffset {
+		t.Fatalf("release offset %d, fence %d, source after the gap's writes %d, frozen at %d", res.ReleaseOffset, res.Fence, afterGap, frozen)
+	}
+	tgt, err := cluster.Load(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tgt.Myself.Slots.Contains(0) || !tgt.Myself.Slots.Contains(199) {
+		t.Fatalf("the target did not claim: owns %s", &tgt.Myself.Slots)
+	}
+}
+
+// When the target cannot reach the release offset in time, it must not
+// claim: the source takes the slots back, is unpaused, and the move can try
+// again later with nothing lost.
+func TestSwitchGivesTheSlotsBackWhenTheTargetCannotFollow(t *testing.T) {
+	ctx := context.Background()
+	c, source, other, target := pauseTestCluster(t)
+	calls := 0
+	var frozen []int64
+	res, err := Switch(ctx, Nodes{Source: source, Target: target, SourceID: c.IDs[0], TargetID: c.IDs[2], Others: []*redis.Client{other}},
+		Plan{Slots: slots.NewSet(slots.Range{Start: 0, End: 199}), PauseBudget: 2 * time.Second, FenceTimeout: 250 * time.Millisecond},
+		func(ctx context.Context, off int64) error {
+			calls++
+			if calls == 1 {
+				breakPause(t, c.Nodes[0].Addr, 5)
+				return nil
+			}
+			<-ctx.Done() // the target never gets there
+			return ctx.Err()
+		},
+		func(off int64) { frozen = append(frozen, off) })
+	if !errors.Is(err, ErrFenceMissed) || res.Released {
+		t.Fatalf("switch with a target that cannot follow: released %v, %v", res.Released, err)
+	}
+	if len(frozen) != 2 || frozen[0] != res.ReleaseOffset || frozen[1] != -1 {
+		t.Fatalf("freeze calls %v, release offset %d: the feed must be frozen at the release and thawed after the give-back", frozen, res.ReleaseOffset)
+	}
+	for _, node := range []*redis.Client{source, other, target} {
+		top, err := cluster.Load(ctx, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []uint16{0, 100, 199} {
+			if o := top.Owner(s); o == nil || o.ID != c.IDs[0] {
+				t.Fatalf("%s sees slot %d owned by %v, not the source", node.Options().Addr, s, o)
+			}
+		}
+		if node == target && len(top.Myself.Importing) != 200 {
+			t.Fatalf("the target's importing marks changed: %d", len(top.Myself.Importing))
+		}
+	}
+	// The source serves the slots again, unpaused.
+	start := time.Now()
+	if err := source.Set(ctx, "{"+tagOf(0)+"}:after", "v", 0).Err(); err != nil {
+		t.Fatalf("write to the source after the give-back: %v", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("a write to the source took %s: still paused", took)
+	}
+}
+
+// Cutovers from one source take turns; a cancelled wait gives up.
+func TestLockSourceSerializes(t *testing.T) {
+	unlock, err := lockSource(context.Background(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := lockSource(ctx, "a"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second lock of one source while held: %v", err)
+	}
+	other, err := lockSource(context.Background(), "b")
+	if err != nil {
+		t.Fatalf("another source's lock: %v", err)
+	}
+	other()
+	unlock()
+	again, err := lockSource(context.Background(), "a")
+	if err != nil {
+		t.Fatalf("lock after unlock: %v", err)
+	}
+	again()
 }

@@ -44,7 +44,8 @@ type feeder struct {
 	frozenAt      atomic.Int64 // 1 + the stream offset past which nothing is applied; 0 until the cutover
 }
 
-// freeze stops applying the stream past off: see cutover.Switch.
+// freeze stops applying the stream at and past off, and freeze(-1) lifts
+// that: see cutover.Switch.
 func (f *feeder) freeze(off int64) { f.frozenAt.Store(off + 1) }
 
 var (

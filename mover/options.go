@@ -146,7 +146,8 @@ type Summary struct {
 	CleanupMS       int64    `json:"cleanup_ms"` // removing the orphans from the source, after the switch
 	TotalMS         int64    `json:"total_ms"`
 	CutoverAttempts int      `json:"cutover_attempts"`
-	FenceOffset     int64    `json:"fence_offset"`
+	FenceOffset     int64    `json:"fence_offset"`   // the source's offset when its write pause began
+	ReleaseOffset   int64    `json:"release_offset"` // its offset at the release, which the target reached before it claimed
 	OrphansRemoved  int64    `json:"orphans_removed"`
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/slots"
 )
 
@@ -28,6 +29,7 @@ type participants struct {
 	source, target     *redis.Client
 	sourceID, targetID string
 	others             []*redis.Client // the other masters
+	setSlotPaused      bool            // the source holds CLUSTER SETSLOT under CLIENT PAUSE (see cutover.Plan)
 }
 
 func (p *participants) close() {
@@ -102,6 +104,9 @@ func preflight(ctx context.Context, source, target Conn, set *slots.Set) (_ *par
 	}
 	if err := noKeysOnTarget(ctx, p.target, set); err != nil {
 		return nil, err
+	}
+	if p.setSlotPaused, err = cutover.SetSlotPaused(ctx, p.source); err != nil {
+		return nil, refuse("source %s: %w", source.Addr, err)
 	}
 	return p, nil
 }

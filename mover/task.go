@@ -312,7 +312,7 @@ func (t *task) cutover(ctx context.Context, f *feeder) (bool, error) {
 	res, err := cutover.Switch(ctx, cutover.Nodes{
 		Source: t.p.source, Target: t.p.target, SourceID: t.p.sourceID, TargetID: t.p.targetID, Others: others,
 	}, cutover.Plan{Slots: t.opts.Slots, PauseBudget: t.opts.PauseBudget, FenceTimeout: t.opts.FenceTimeout,
-		StopAfterRelease: t.opts.Faults.CrashAfterRelease},
+		SetSlotPaused: t.p.setSlotPaused, StopAfterRelease: t.opts.Faults.CrashAfterRelease},
 		func(ctx context.Context, off int64) error {
 			if t.opts.Faults.SkipFence {
 				return nil
@@ -330,8 +330,9 @@ func (t *task) cutover(ctx context.Context, f *feeder) (bool, error) {
 		f.freeze)
 	t.sum.CutoverAttempts = t.m.Attempts
 	t.sum.PauseMS = float64(res.Pause.Microseconds()) / 1000
-	t.sum.FenceOffset = res.Fence
-	t.log.Info("cutover attempt", "attempt", t.m.Attempts, "lag_before", t.lag.Load(), "fence", res.Fence, "pause", res.Pause, "fence_wait", res.FenceWait, "release", res.Release, "claim", res.Claim, "released", res.Released, "error", err)
+	t.sum.FenceOffset, t.sum.ReleaseOffset = res.Fence, res.ReleaseOffset
+	t.log.Info("cutover attempt", "attempt", t.m.Attempts, "lag_before", t.lag.Load(), "fence", res.Fence, "release_offset", res.ReleaseOffset,
+		"pause", res.Pause, "fence_wait", res.FenceWait, "release", res.Release, "catch_up", res.CatchUp, "claim", res.Claim, "released", res.Released, "error", err)
 	if res.Released {
 		t.step(EvSourceReleased, nil)
 		if err != nil {

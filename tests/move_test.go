@@ -3,6 +3,8 @@ package tests
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,7 +17,7 @@ import (
 // (the code path of `slotmover move`) and checks the outcome against the
 // data: every moved key is on dst as it was, none is left on src, every
 // node agrees on the owner, and redis-cli --cluster check is clean.
-func moveAndCheck(t *testing.T, c *harness.Cluster, src, dst int, set *slots.Set, keys []string) mover.Summary {
+func moveAndCheck(t *testing.T, c *harness.Cluster, src, dst int, set *slots.Set, keys []string, tune ...func(*mover.Options)) mover.Summary {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -26,12 +28,16 @@ func moveAndCheck(t *testing.T, c *harness.Cluster, src, dst int, set *slots.Set
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, err := mover.Run(ctx, mover.Options{
+	opts := mover.Options{
 		Source: mover.Conn{Addr: c.Nodes[src].Addr},
 		Target: mover.Conn{Addr: c.Nodes[dst].Addr},
 		Slots:  set,
 		Logger: testLogger(t),
-	})
+	}
+	for _, f := range tune {
+		f(&opts)
+	}
+	sum, err := mover.Run(ctx, opts)
 	if err != nil || sum.Result != mover.ResultMoved {
 		t.Fatalf("move %s from %s to %s: %s: %v", set, c.Nodes[src].Addr, c.Nodes[dst].Addr, sum.Result, err)
 	}
@@ -105,6 +111,61 @@ func TestMoveShardUnderLoadBackAndAgain(t *testing.T) {
 		t.Fatalf("the writer managed only %d writes", ops)
 	}
 	t.Logf("writer: %d acknowledged writes, none lost; error stats %v", ops, errsAfter)
+}
+
+// The write pause is not a lock: any client's CLIENT UNPAUSE ends it (a
+// second move from the same source, an operator's script). Here a client
+// ends every pause of the source as soon as it begins, while another writes
+// to every slot: each move must wait for what the source accepted up to its
+// release, and no acknowledged write may be lost.
+func TestPauseEndedByAnotherClientLosesNoWrite(t *testing.T) {
+	c := fourMasters(t)
+	cc := c.Client()
+	defer cc.Close()
+	set := mustSlots(t, "0-5460")
+	keys := load(t, cc, 10_000, set)
+	w := startWriter(cc, 2_000_000)
+	stop := unpauseStorm(c.Nodes[0], c.Nodes[3])
+	broken := 0
+	for _, hop := range [][2]int{{0, 3}, {3, 0}, {0, 3}} {
+		sum := moveAndCheck(t, c, hop[0], hop[1], set, keys)
+		if sum.ReleaseOffset > sum.FenceOffset {
+			broken++
+		}
+	}
+	unpauses := stop()
+	w.finish(t)
+	t.Logf("%d CLIENT UNPAUSE sent; %d of 3 moves saw writes between the pause and the release", unpauses, broken)
+	if broken == 0 {
+		t.Fatal("no move saw its pause broken: the test proved nothing")
+	}
+}
+
+// unpauseStorm sends CLIENT UNPAUSE to the nodes in a loop until stopped
+// (at most two minutes); stop returns how many it sent.
+func unpauseStorm(nodes ...*harness.Server) (stop func() int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	var sent atomic.Int64
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := n.Client()
+			defer c.Close()
+			for ctx.Err() == nil {
+				if c.Do(ctx, "CLIENT", "UNPAUSE").Err() == nil {
+					sent.Add(1)
+				}
+				time.Sleep(100 * time.Microsecond)
+			}
+		}()
+	}
+	return func() int {
+		cancel()
+		wg.Wait()
+		return int(sent.Load())
+	}
 }
 
 // A spec of several ranges and single slots, spread over two sources' data.
