@@ -176,7 +176,10 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 	res.FenceWait = time.Since(fenceStart)
 	cancel()
 	if err != nil {
-		if fctx.Err() != nil && ctx.Err() == nil {
+		// Only a deadline is a miss; any other error (the target failed,
+		// the move evicts) is the move's failure. cancel() above set
+		// fctx.Err() to Canceled unless the deadline had come first.
+		if errors.Is(fctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 			err = fmt.Errorf("%w: target not at offset %d within %s: %w", ErrFenceMissed, off, p.FenceTimeout, err)
 		}
 		return res, errors.Join(err, unpause())
@@ -229,6 +232,7 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 		catchUpStart := time.Now()
 		fctx, cancel := context.WithTimeout(sctx, p.FenceTimeout)
 		err := fence(fctx, relOff)
+		missed := errors.Is(fctx.Err(), context.DeadlineExceeded)
 		cancel()
 		res.CatchUp = time.Since(catchUpStart)
 		if err != nil {
@@ -237,7 +241,10 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 				return res, errors.Join(fmt.Errorf("the pause did not hold (offset %d at the fence, %d at the release), the target did not reach the release offset (%w), and the source could not take the slots back: %w", off, relOff, err, gerr), unpause())
 			}
 			res.Released = false
-			return res, errors.Join(fmt.Errorf("%w: the pause did not hold (offset %d at the fence, %d at the release) and the target did not reach the release offset within %s; the source took the slots back: %w", ErrFenceMissed, off, relOff, p.FenceTimeout, err), unpause())
+			if missed {
+				err = fmt.Errorf("%w: the pause did not hold (offset %d at the fence, %d at the release) and the target did not reach the release offset within %s; the source took the slots back: %w", ErrFenceMissed, off, relOff, p.FenceTimeout, err)
+			}
+			return res, errors.Join(err, unpause())
 		}
 	}
 

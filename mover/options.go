@@ -38,6 +38,10 @@ type Options struct {
 	// target's error counts that none failed (faster; see verifyQuiet).
 	ReplyPerKey bool
 
+	// AllowEviction moves even when the keys look too big for the target's
+	// maxmemory. Eviction on the target during the move still stops it.
+	AllowEviction bool
+
 	SpoolDir         string
 	KeepSourceConfig bool // leave the source's repl-diskless-sync-delay and rdbcompression alone during the sync
 

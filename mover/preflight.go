@@ -42,9 +42,10 @@ func (p *participants) close() {
 
 // preflight checks, changing nothing, that the move can be made: both nodes
 // are masters of one cluster, the source owns every chosen slot in every
-// master's view, no chosen slot is migrating or importing anywhere, and the
-// target holds no key in them. Every violation is an InputError.
-func preflight(ctx context.Context, source, target Conn, set *slots.Set) (_ *participants, err error) {
+// master's view, no chosen slot is migrating or importing anywhere, the
+// target holds no key in them and (unless allowEviction) has room for
+// them under its maxmemory. Every violation is an InputError.
+func preflight(ctx context.Context, source, target Conn, set *slots.Set, allowEviction bool) (_ *participants, err error) {
 	p := &participants{source: source.Client(), target: target.Client()}
 	defer func() {
 		if err != nil {
@@ -104,6 +105,11 @@ func preflight(ctx context.Context, source, target Conn, set *slots.Set) (_ *par
 	}
 	if err := noKeysOnTarget(ctx, p.target, set); err != nil {
 		return nil, err
+	}
+	if !allowEviction {
+		if err := checkHeadroom(ctx, p.source, p.target, set); err != nil {
+			return nil, err
+		}
 	}
 	if p.setSlotPaused, err = cutover.SetSlotPaused(ctx, p.source); err != nil {
 		return nil, refuse("source %s: %w", source.Addr, err)

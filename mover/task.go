@@ -51,6 +51,7 @@ type task struct {
 
 	keys, bytes, bigKeys, delta, resynced atomic.Int64
 	lag                                   atomic.Int64
+	evictedBefore                         int64 // the target's evicted_keys before the move
 }
 
 // step reports an event to the machine and logs the transition.
@@ -77,12 +78,17 @@ func (t *task) step(ev Event, cause error) {
 }
 
 func (t *task) run(ctx context.Context) error {
-	p, err := preflight(ctx, t.opts.Source, t.opts.Target, t.opts.Slots)
+	p, err := preflight(ctx, t.opts.Source, t.opts.Target, t.opts.Slots, t.opts.AllowEviction)
 	if err != nil {
 		return t.fail(err)
 	}
 	t.p = p
 	defer p.close()
+	// Evictions answer no error: the target's own count is the only proof
+	// that none of the copied keys went.
+	if t.evictedBefore, err = evictions(ctx, p.target); err != nil {
+		return t.fail(fmt.Errorf("target %s: %w", t.opts.Target.Addr, err))
+	}
 	t.step(EvPreflightPassed, nil)
 
 	if err := t.setImporting(ctx); err != nil {
@@ -118,6 +124,15 @@ func (t *task) fail(err error) error {
 		ev = EvCancel
 	case errors.As(err, &refused) && t.m.Phase == PhaseImporting:
 		ev = EvRefused
+	}
+	if t.p != nil && !errors.Is(err, ErrTargetEvicted) {
+		// An evicted key makes later commands fail in odd ways (a replay
+		// whose temporary key went): name the cause.
+		ectx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if everr := noNewEvictions(ectx, t.p.target, t.evictedBefore); errors.Is(everr, ErrTargetEvicted) {
+			err = fmt.Errorf("%w; then: %w", everr, err)
+		}
+		cancel()
 	}
 	if t.m.Phase != PhaseRollback {
 		if ev == EvCancel && t.m.Released {
@@ -260,6 +275,9 @@ func (t *task) catchUpAndSwitch(ctx context.Context, link *stream.Link, f *feede
 			lagTick.Reset(20 * time.Millisecond)
 		case <-progressTick.C:
 			t.report()
+			if err := noNewEvictions(ctx, t.p.target, t.evictedBefore); err != nil {
+				return err
+			}
 		case <-lagTick.C:
 			if t.m.Phase != PhaseCatchUp {
 				continue
@@ -318,6 +336,10 @@ func (t *task) cutover(ctx context.Context, f *feeder) (bool, error) {
 				return nil
 			}
 			if err := f.app.Wait(ctx, off); err != nil {
+				return err
+			}
+			// The last look before the source lets go of its copies.
+			if err := noNewEvictions(ctx, t.p.target, t.evictedBefore); err != nil {
 				return err
 			}
 			// Keys waiting for a resync are not on the target yet; their

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotmover/slotmover/internal/info"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/tests/harness"
 )
@@ -209,10 +210,54 @@ func TestRefusedWritesAreCaught(t *testing.T) {
 	}
 	sum, err := mover.Run(ctx, mover.Options{
 		Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
-		Slots: mustSlots(t, "0-5460"), Logger: testLogger(t), BigKeyElements: 1 << 30,
+		Slots: mustSlots(t, "0-5460"), Logger: testLogger(t), BigKeyElements: 1 << 30, AllowEviction: true,
 	})
 	if err == nil || sum.Result != mover.ResultRolledBack || !strings.Contains(err.Error(), "SET/RESTORE commands failed") {
 		t.Fatalf("move onto a full target: %s: %v", sum.Result, err)
+	}
+	assertUnchanged(t, c, before)
+}
+
+// A target that evicts under maxmemory loses keys without an error reply to
+// anyone. A move whose keys look too big for it is refused before anything
+// changes; one let through anyway is stopped by the target's own count of
+// evicted keys and rolled back before the source lets go of a key.
+func TestEvictingTargetIsRefusedOrRolledBack(t *testing.T) {
+	c := fourMasters(t)
+	ctx := context.Background()
+	cc := c.Client()
+	defer cc.Close()
+	// The big keys elsewhere: the slots' keys go quietly (SET, RESTORE),
+	// where nothing but the target's count shows an eviction.
+	load(t, cc, 20_000, mustSlots(t, "6000"))
+	target := c.Nodes[3].Client()
+	defer target.Close()
+	usedMemory := infoInt(t, target, "memory", "used_memory")
+	for _, kv := range [][2]string{{"maxmemory", fmt.Sprint(usedMemory + 2_000_000)}, {"maxmemory-policy", "allkeys-lru"}} {
+		if err := target.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := c.Fingerprint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "move", "--json", "--source", c.Nodes[0].Addr, "--target", c.Nodes[3].Addr, "--slots", "0-5460")
+	if code != 2 || !strings.Contains(stdout, `"result":"refused"`) || !strings.Contains(stderr, "free under its maxmemory") || !strings.Contains(stderr, "allkeys-lru") {
+		t.Fatalf("move onto a target too small for it: exit %d; stdout %s; stderr %s", code, stdout, stderr)
+	}
+	assertUnchanged(t, c, before)
+
+	evictedBefore := infoInt(t, target, "stats", "evicted_keys")
+	sum, err := mover.Run(ctx, mover.Options{
+		Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
+		Slots: mustSlots(t, "0-5460"), Logger: testLogger(t), AllowEviction: true,
+	})
+	if !errors.Is(err, mover.ErrTargetEvicted) || sum.Result != mover.ResultRolledBack || strings.Contains(err.Error(), "; then:") {
+		t.Fatalf("move onto an evicting target: %s: %v", sum.Result, err)
+	}
+	if n := infoInt(t, target, "stats", "evicted_keys"); n <= evictedBefore {
+		t.Fatalf("the target evicted nothing (%d): the test proved nothing", n)
 	}
 	assertUnchanged(t, c, before)
 }
@@ -301,4 +346,18 @@ func TestStuckMoveSaysHowToRepair(t *testing.T) {
 	if err := before.Compare(ctx, target); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// infoInt reads a numeric INFO field of a node.
+func infoInt(t *testing.T, c *redis.Client, section, field string) int64 {
+	t.Helper()
+	f, err := info.Read(context.Background(), c, section)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := f.Int(field)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

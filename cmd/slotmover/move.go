@@ -44,6 +44,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.Cleanup.Batch, "cleanup-batch", cutover.DefaultBatch, "orphaned keys removed from the source per round trip")
 	fs.DurationVar(&o.Cleanup.Sleep, "cleanup-sleep", time.Millisecond, "pause between cleanup batches")
 	fs.StringVar(&o.SpoolDir, "spool-dir", "", "directory for stream spool files (default the system temp dir)")
+	fs.BoolVar(&o.AllowEviction, "allow-eviction", false, "move even when the slots' keys look too big for the target's maxmemory (a move still rolls back if the target evicts a key)")
 	fs.BoolVar(&o.KeepSourceConfig, "keep-source-config", false, "do not turn off the source's repl-diskless-sync-delay and rdbcompression for the sync")
 	f.connFlags.register(fs)
 }
