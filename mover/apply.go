@@ -152,6 +152,9 @@ func (a *Applier) Mark(end int64) {
 	a.queue = append(a.queue, pending{end: end})
 }
 
+// LocalAddr is the applier's address as the target sees it (CLIENT LIST's addr).
+func (a *Applier) LocalAddr() string { return a.conn.LocalAddr().String() }
+
 // Acked returns the offset through which everything is acknowledged.
 func (a *Applier) Acked() int64 {
 	a.mu.Lock()

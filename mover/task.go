@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/stream"
 )
@@ -51,7 +52,8 @@ type task struct {
 
 	keys, bytes, bigKeys, delta, resynced atomic.Int64
 	lag                                   atomic.Int64
-	evictedBefore                         int64 // the target's evicted_keys before the move
+	evictedBefore                         int64  // the target's evicted_keys before the move
+	appAddr                               string // the applier's address, as the target knows it
 }
 
 // step reports an event to the machine and logs the transition.
@@ -146,7 +148,7 @@ func (t *task) fail(err error) error {
 	// The rollback must run even when ctx was cancelled.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	removed, rerr := cutover.Rollback(ctx, t.p.target, t.opts.Slots, t.opts.Cleanup)
+	removed, rerr := t.rollback(ctx)
 	if rerr != nil {
 		t.step(EvFailed, rerr)
 		return fmt.Errorf("%w; rollback failed: %w", err, rerr)
@@ -154,6 +156,35 @@ func (t *task) fail(err error) error {
 	t.log.Info("rolled back: target purged and its slots stable", "keys_removed", removed)
 	t.step(EvRolledBack, nil)
 	return err
+}
+
+// rollback removes the move's keys from the target and clears its marks.
+// The applier's connection is killed on the target first: commands it sent
+// with replies off may still wait in the target's buffers after we closed
+// it, and would otherwise run after the purge and bring keys back. The
+// target's own count of keys in the slots then proves it empty.
+func (t *task) rollback(ctx context.Context) (int64, error) {
+	if t.appAddr != "" {
+		if err := t.p.target.ClientKillByFilter(ctx, "ADDR", t.appAddr).Err(); err != nil {
+			return 0, fmt.Errorf("end the move's writing connection on target %s: %w", t.opts.Target.Addr, err)
+		}
+	}
+	removed, err := cutover.Rollback(ctx, t.p.target, t.opts.Slots, t.opts.Cleanup)
+	if err != nil {
+		return removed, err
+	}
+	counts, err := cluster.CountKeys(ctx, t.p.target, t.opts.Slots.Slots())
+	if err != nil {
+		return removed, err
+	}
+	var left int64
+	for _, n := range counts {
+		left += n
+	}
+	if left > 0 {
+		return removed, fmt.Errorf("target %s still holds %d keys of slots %s after the rollback", t.opts.Target.Addr, left, t.opts.Slots)
+	}
+	return removed, nil
 }
 
 // setImporting marks every chosen slot IMPORTING from the source on the
@@ -219,6 +250,7 @@ func (t *task) copyAndSwitch(ctx context.Context) error {
 	t.mu.Lock()
 	t.link, t.app = link, app
 	t.mu.Unlock()
+	t.appAddr = app.LocalAddr()
 
 	feedCtx, stopFeed := context.WithCancel(ctx)
 	snapDone := make(chan struct{})

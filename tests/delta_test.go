@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/tests/harness"
 )
@@ -177,6 +178,81 @@ func TestFlushAllCancelsMove(t *testing.T) {
 	}
 	if err := c.WaitOwner(ctx, mustSlots(t, "0-5460"), c.IDs[0], 5*time.Second); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// FLUSHALL on the source while the snapshot streams cuts the RDB short and
+// the move rolls back. Keys it sent the target with replies off may still
+// sit in the target's buffers then; the rollback must end with the target
+// holding nothing of the slots, read as soon as the move returns, whatever
+// point of the snapshot the flush hits.
+func TestFlushAllDuringSnapshotLeavesTargetEmpty(t *testing.T) {
+	// The target owns slots and keys of its own: its rollback is the paced
+	// purge, not a flush of the whole node.
+	c := harness.ClusterT(t, []string{"0-5460", "5461-10922", "10923-16000", "16001-16383"}, harness.Options{})
+	ctx := context.Background()
+	cc := c.Client()
+	defer cc.Close()
+	source, target := c.Nodes[0].Client(), c.Nodes[3].Client()
+	defer source.Close()
+	defer target.Close()
+	set := mustSlots(t, "0-5460")
+	for _, after := range []int64{1, 5_000, 20_000} {
+		if err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.FlushAll(ctx).Err() }); err != nil {
+			t.Fatal(err)
+		}
+		load(t, cc, 100_000, set)
+		own, err := target.DBSize(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		flushed := make(chan int64, 1)
+		go func() {
+			// Flush once the target holds `after` keys, or give up.
+			deadline := time.Now().Add(20 * time.Second)
+			for time.Now().Before(deadline) {
+				select {
+				case <-done:
+					flushed <- -1
+					return
+				default:
+				}
+				if n, _ := target.DBSize(ctx).Result(); n-own >= after {
+					// A target that stalls meanwhile keeps a backlog of the
+					// move's commands in its socket buffers when the move fails.
+					stall := c.Nodes[3].Client()
+					go func() { defer stall.Close(); stall.Do(ctx, "DEBUG", "SLEEP", "0.3") }()
+					time.Sleep(50 * time.Millisecond)
+					source.FlushAll(ctx)
+					flushed <- n - own
+					return
+				}
+				time.Sleep(200 * time.Microsecond)
+			}
+			flushed <- -1
+		}()
+		sum, err := mover.Run(ctx, mover.Options{
+			Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
+			Slots: set, Logger: testLogger(t),
+		})
+		counts, cerr := cluster.CountKeys(ctx, target, set.Slots())
+		close(done)
+		at := <-flushed
+		if cerr != nil {
+			t.Fatal(cerr)
+		}
+		var left int64
+		for _, n := range counts {
+			left += n
+		}
+		if at < 0 {
+			t.Fatalf("the flush never happened (move %s: %v)", sum.Result, err)
+		}
+		if sum.Result != mover.ResultRolledBack || left != 0 {
+			t.Fatalf("FLUSHALL when the target held %d keys: move %s (%v); the target keeps %d keys of the slots", at, sum.Result, err, left)
+		}
+		t.Logf("FLUSHALL when the target held %d keys: rolled back (%v), target empty", at, err)
 	}
 }
 
