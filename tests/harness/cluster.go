@@ -44,11 +44,7 @@ func StartCluster(ctx context.Context, dir string, specs []string, opts Options)
 		if err == nil && spec != "" {
 			var set *slots.Set
 			if set, err = slots.Parse(spec); err == nil {
-				args := []any{"CLUSTER", "ADDSLOTSRANGE"}
-				for _, r := range set.Ranges() {
-					args = append(args, r.Start, r.End)
-				}
-				err = cl.Do(ctx, args...).Err()
+				err = cl.Do(ctx, addSlotsArgs(set)...).Err()
 			}
 		}
 		cl.Close()
@@ -70,6 +66,23 @@ func StartCluster(ctx context.Context, dir string, specs []string, opts Options)
 	}
 	ok = true
 	return c, nil
+}
+
+// addSlotsArgs is CLUSTER ADDSLOTSRANGE of set's ranges, or ADDSLOTS of
+// every slot on servers before 7.0, which lack ADDSLOTSRANGE.
+func addSlotsArgs(set *slots.Set) []any {
+	if !atLeast(7, 0) {
+		args := []any{"CLUSTER", "ADDSLOTS"}
+		for _, s := range set.Slots() {
+			args = append(args, s)
+		}
+		return args
+	}
+	args := []any{"CLUSTER", "ADDSLOTSRANGE"}
+	for _, r := range set.Ranges() {
+		args = append(args, r.Start, r.End)
+	}
+	return args
 }
 
 // WaitHealthy waits until every running node reports cluster_state:ok, knows

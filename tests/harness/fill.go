@@ -249,7 +249,8 @@ func (f *filler) big(prefix string, n int) error {
 }
 
 // CompareKeys checks that every key has the same TYPE, DEBUG DIGEST-VALUE
-// and PEXPIRETIME (within 1 s) on src and dst, and for streams the same
+// and PEXPIRETIME (within 1 s; computed from PTTL on servers before 7.0,
+// which lack PEXPIRETIME) on src and dst, and for streams the same
 // XINFO GROUPS and XPENDING summaries. The error names the first few keys
 // that differ. Either side may be a *redis.ClusterClient.
 func CompareKeys(ctx context.Context, src, dst redis.Cmdable, keys []string) error {
@@ -304,17 +305,27 @@ func describe(ctx context.Context, c redis.Cmdable, keys []string) ([]keyState, 
 	types := make([]*redis.StatusCmd, len(keys))
 	digests := make([]*redis.Cmd, len(keys))
 	expires := make([]*redis.DurationCmd, len(keys))
+	// Before 7.0 there is no PEXPIRETIME: the expiry is the time of the
+	// reply plus PTTL, the reply's time taken as the middle of the round
+	// trip (well within the 1 s the comparison allows).
+	relative := !atLeast(7, 0)
 	for i, k := range keys {
 		types[i] = pipe.Type(ctx, k)
 		d := redis.NewCmd(ctx, "DEBUG", "DIGEST-VALUE", k)
 		d.SetFirstKeyPos(2) // route by the key on a cluster
 		_ = pipe.Process(ctx, d)
 		digests[i] = d
-		expires[i] = pipe.PExpireTime(ctx, k)
+		if relative {
+			expires[i] = pipe.PTTL(ctx, k)
+		} else {
+			expires[i] = pipe.PExpireTime(ctx, k)
+		}
 	}
+	sent := time.Now()
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, err
 	}
+	now := sent.Add(time.Since(sent) / 2).UnixMilli()
 	out := make([]keyState, len(keys))
 	for i := range keys {
 		out[i].typ = types[i].Val()
@@ -329,6 +340,9 @@ func describe(ctx context.Context, c redis.Cmdable, keys []string) ([]keyState, 
 		}
 		if d := expires[i].Val(); d > 0 {
 			out[i].expire = int64(d / time.Millisecond)
+			if relative {
+				out[i].expire += now
+			}
 		}
 		if out[i].typ == "stream" {
 			g, err := streamGroups(ctx, c, keys[i])

@@ -66,9 +66,23 @@ func StartServer(ctx context.Context, dir string, opts Options) (*Server, error)
 			return s, nil
 		}
 		lastErr = err
+		var conf *configError
+		if errors.As(err, &conf) || errors.Is(err, ErrNoTLS) {
+			break // the same configuration fails on every port
+		}
 	}
 	return nil, lastErr
 }
+
+// ErrNoTLS is returned (wrapped) by StartServer for Options.TLS when the
+// server binary was built without TLS; ServerT and ClusterT skip the test.
+var ErrNoTLS = errors.New("this server build has no TLS support (built without BUILD_TLS=yes)")
+
+// configError is a server that refused its configuration: trying another
+// port would not help.
+type configError struct{ msg string }
+
+func (e *configError) Error() string { return e.msg }
 
 func startOn(ctx context.Context, dir string, port int, opts Options) (*Server, error) {
 	sdir := filepath.Join(dir, "redis-"+strconv.Itoa(port))
@@ -83,8 +97,12 @@ func startOn(ctx context.Context, dir string, port int, opts Options) (*Server, 
 		"appendonly no",
 		"daemonize no",
 		"logfile " + filepath.Join(sdir, "redis.log"),
-		"enable-debug-command yes",
 		"protected-mode no",
+	}
+	if atLeast(7, 0) {
+		// DEBUG (DIGEST, DIGEST-VALUE) is allowed by default before 7.0,
+		// and 6.2 refuses to start with this directive.
+		conf = append(conf, "enable-debug-command yes")
 	}
 	if opts.Cluster {
 		conf = append(conf,
@@ -108,8 +126,16 @@ func startOn(ctx context.Context, dir string, port int, opts Options) (*Server, 
 	if err := os.WriteFile(confPath, []byte(strings.Join(conf, "\n")+"\n"), 0o644); err != nil {
 		return nil, err
 	}
+	// What the server prints before its log file is open (a refused
+	// directive) goes to stderr.log, for the error message.
+	out, err := os.Create(filepath.Join(sdir, "stderr.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer out.Close() // the child holds its own descriptor
 	cmd := exec.Command(ServerBin, confPath)
 	cmd.Dir = sdir
+	cmd.Stdout, cmd.Stderr = out, out
 	// The server must not outlive a test binary that crashes.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -136,7 +162,7 @@ func startOn(ctx context.Context, dir string, port int, opts Options) (*Server, 
 		}
 		select {
 		case <-s.exited:
-			return nil, fmt.Errorf("redis-server on port %d exited at start: %s", port, s.LogTail(5))
+			return nil, s.startError()
 		case <-ctx.Done():
 			s.Stop()
 			return nil, ctx.Err()
@@ -204,6 +230,21 @@ func (s *Server) LogTail(n int) string {
 		}
 	}
 	return strings.Join(lines, " | ")
+}
+
+// startError says why the server exited at start, from its stderr and log.
+func (s *Server) startError() error {
+	stderr, _ := os.ReadFile(filepath.Join(s.Dir, "stderr.log"))
+	text := strings.TrimSpace(string(stderr))
+	logTail := s.LogTail(5)
+	msg := fmt.Sprintf("%s on port %d exited at start: %s", ServerBin, s.Port, strings.Join(strings.Fields(text+" | "+logTail), " "))
+	switch {
+	case s.TLS != nil && (strings.Contains(logTail, "TLS support") || strings.Contains(text, "'tls-")):
+		return fmt.Errorf("%s: %w", msg, ErrNoTLS)
+	case strings.Contains(text, "FATAL CONFIG FILE ERROR"):
+		return &configError{msg}
+	}
+	return errors.New(msg)
 }
 
 // freePort finds a loopback port that is free; in cluster mode the bus port

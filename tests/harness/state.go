@@ -112,16 +112,17 @@ func (c *Cluster) WaitOwner(ctx context.Context, set *slots.Set, owner string, t
 	}
 }
 
-// CheckWithRedisCli runs `redis-cli --cluster check` through the node at
-// addr and fails on open slots, uncovered slots or any warning.
+// CheckWithRedisCli runs `redis-cli --cluster check` (CliBin) through the
+// node at addr and fails on open slots, uncovered slots or any warning.
 func CheckWithRedisCli(ctx context.Context, addr string) error {
-	out, err := exec.CommandContext(ctx, "redis-cli", "--cluster", "check", addr).CombinedOutput()
+	cli := CliBin()
+	out, err := exec.CommandContext(ctx, cli, "--cluster", "check", addr).CombinedOutput()
 	text := string(out)
 	if err != nil {
-		return fmt.Errorf("redis-cli --cluster check %s: %w\n%s", addr, err, text)
+		return fmt.Errorf("%s --cluster check %s: %w\n%s", cli, addr, err, text)
 	}
 	if !strings.Contains(text, "[OK] All 16384 slots covered.") || strings.Contains(text, "[WARNING]") || strings.Contains(text, "[ERR]") {
-		return fmt.Errorf("redis-cli --cluster check %s is not clean:\n%s", addr, text)
+		return fmt.Errorf("%s --cluster check %s is not clean:\n%s", cli, addr, text)
 	}
 	return nil
 }

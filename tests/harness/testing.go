@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"testing"
 )
 
@@ -9,6 +10,9 @@ import (
 func ServerT(t testing.TB, opts Options) *Server {
 	t.Helper()
 	s, err := StartServer(context.Background(), t.TempDir(), opts)
+	if errors.Is(err, ErrNoTLS) {
+		t.Skipf("skipped: %s: %v", ServerBin, ErrNoTLS)
+	}
 	if err != nil {
 		t.Fatalf("start redis-server: %v", err)
 	}
@@ -20,6 +24,9 @@ func ServerT(t testing.TB, opts Options) *Server {
 func ClusterT(t testing.TB, specs []string, opts Options) *Cluster {
 	t.Helper()
 	c, err := StartCluster(context.Background(), t.TempDir(), specs, opts)
+	if errors.Is(err, ErrNoTLS) {
+		t.Skipf("skipped: %s: %v", ServerBin, ErrNoTLS)
+	}
 	if err != nil {
 		t.Fatalf("start cluster: %v", err)
 	}
