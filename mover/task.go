@@ -202,7 +202,36 @@ func (t *task) setImporting(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("mark the slots importing on target %s: %w", t.opts.Target.Addr, err)
 	}
+	// Another target may import the same slots (a move of them to another
+	// node started at the same moment): only each node's own view shows
+	// its marks. Whoever sees the other's marks after setting its own backs
+	// off, so at most one of the two goes on to copy.
+	for _, o := range t.p.others {
+		top, err := cluster.Load(ctx, o)
+		if err != nil {
+			return err
+		}
+		for _, s := range t.opts.Slots.Slots() {
+			if from, ok := top.Myself.Importing[s]; ok {
+				if uerr := t.clearMarks(ctx); uerr != nil {
+					return fmt.Errorf("slot %d is importing on %s too, and clearing this move's marks failed: %w", s, top.Myself.Addr, uerr)
+				}
+				return refuse("slot %d is importing on %s from %s too (another move of it under way?)", s, top.Myself.Addr, from)
+			}
+		}
+	}
 	return nil
+}
+
+// clearMarks sets the chosen slots STABLE on the target again.
+func (t *task) clearMarks(ctx context.Context) error {
+	_, err := t.p.target.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		for _, s := range t.opts.Slots.Slots() {
+			p.Do(ctx, "CLUSTER", "SETSLOT", s, "STABLE")
+		}
+		return nil
+	})
+	return err
 }
 
 // markScript sets the slots (ARGV[2…]) IMPORTING from the source
@@ -463,7 +492,9 @@ func (t *task) repair() []string {
 	switch {
 	case !t.m.Released:
 		out = append(out, "The source still owns the slots and was never changed. The target may still hold copied keys and IMPORTING marks:")
-		out = append(out, fmt.Sprintf("redis-cli --cluster fix %s   # or remove the keys of the slots on the target, then:", t.opts.Target.Addr))
+		// Not redis-cli --cluster fix: it counts the target's copies as a
+		// second owner's keys and may migrate them back over newer data.
+		out = append(out, "Remove the keys of the slots on the target, then:")
 		forEach(tgt, "CLUSTER SETSLOT $s STABLE")
 	case t.m.Phase == PhaseStuck && t.sum.OrphansRemoved == 0 && !strings.Contains(t.m.Cause.Error(), "cleanup"):
 		out = append(out, "The source released the slots but the target may not have claimed them. Finish the switch:")

@@ -159,7 +159,6 @@ func Parse(spec string) (*Set, error) {
 
 // ParseRange reads one slot ("3000") or range ("0-5460").
 func ParseRange(part string) (Range, error) {
-	part = strings.TrimSpace(part)
 	lo, hi, isRange := strings.Cut(part, "-")
 	start, err := parseSlot(lo, part)
 	if err != nil {
@@ -178,14 +177,15 @@ func ParseRange(part string) (Range, error) {
 }
 
 func parseSlot(s, part string) (uint16, error) {
-	s = strings.TrimSpace(s)
 	if s == "" {
 		return 0, fmt.Errorf("slot spec part %q: missing number", part)
 	}
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		return 0, fmt.Errorf("slot spec part %q: %q is not a slot number", part, s)
+	// Digits only: Atoi would take a sign, and a stray space or sign is
+	// more likely a mistyped spec than a slot.
+	if strings.Trim(s, "0123456789") != "" || len(s) > 5 {
+		return 0, fmt.Errorf("slot spec part %q: %q is not a slot number (digits only, no spaces or signs)", part, s)
 	}
+	n, _ := strconv.Atoi(s)
 	if n < 0 || n >= Count {
 		return 0, fmt.Errorf("slot spec part %q: slot %d is out of range 0-%d", part, n, Count-1)
 	}

@@ -26,7 +26,7 @@ func TestForKeyMatchesRedis(t *testing.T) {
 }
 
 func TestParse(t *testing.T) {
-	s, err := Parse("100-200, 3000,5000-5100")
+	s, err := Parse("100-200,3000,5000-5100")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestParse(t *testing.T) {
 	if !s.Contains(3000) || s.Contains(2999) || s.Contains(20000) {
 		t.Fatal("Contains is wrong")
 	}
-	for _, bad := range []string{"", "a", "1-", "-5", "5-1", "16384", "0-16384", "0-10,10", "0-10,5-20", "1,,2", "-1"} {
+	for _, bad := range []string{"", "a", "1-", "-5", "5-1", "16384", "0-16384", "0-10,10", "0-10,5-20", "1,,2", "-1", " 1", "+5", "1 ", "1 - 5", "100-200, 3000", "0x10", "1-+2", "000000000001"} {
 		if _, err := Parse(bad); err == nil {
 			t.Errorf("Parse(%q) accepted a bad spec", bad)
 		}

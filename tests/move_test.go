@@ -3,11 +3,13 @@ package tests
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/tests/harness"
@@ -166,6 +168,90 @@ func unpauseStorm(nodes ...*harness.Server) (stop func() int) {
 		wg.Wait()
 		return int(sent.Load())
 	}
+}
+
+// Two moves of the same slots to two different targets, started at the
+// same instant or a few milliseconds apart: at most one copies and moves;
+// the other is refused (exit 2) before it copies a key, and every key stays
+// readable.
+func TestOverlappingMovesToTwoTargets(t *testing.T) {
+	c := harness.ClusterT(t, []string{"0-5460", "5461-10922", "10923-16383", "", ""}, harness.Options{})
+	cc := c.Client()
+	defer cc.Close()
+	set := mustSlots(t, "0-2000")
+	keys := load(t, cc, 10_000, set)
+	ctx := context.Background()
+	before, err := harness.Capture(ctx, cc, keysIn(keys, set))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := 0; round < 3; round++ {
+		src := slices.Index(c.IDs, ownerOf(t, c, 0))
+		targets := []int{3, 4}
+		if src >= 3 {
+			targets = []int{0, 7 - src} // the other empty master and the first
+		}
+		start := make(chan struct{})
+		sums := make([]mover.Summary, 2)
+		var wg sync.WaitGroup
+		for i, dst := range targets {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				// Round 0 starts both at once; later rounds stagger them.
+				time.Sleep(time.Duration(i*round*5) * time.Millisecond)
+				sums[i], _ = mover.Run(ctx, mover.Options{
+					Source: mover.Conn{Addr: c.Nodes[src].Addr}, Target: mover.Conn{Addr: c.Nodes[dst].Addr},
+					Slots: set, Logger: testLogger(t),
+				})
+			}()
+		}
+		close(start)
+		wg.Wait()
+		moved := 0
+		for i, sum := range sums {
+			switch sum.Result {
+			case mover.ResultMoved:
+				moved++
+				if err := c.WaitOwner(ctx, set, c.IDs[targets[i]], 10*time.Second); err != nil {
+					t.Fatalf("round %d: %v", round, err)
+				}
+			case mover.ResultRefused:
+				if sum.KeysCopied != 0 {
+					t.Fatalf("round %d: the refused move to %s copied %d keys first", round, c.Nodes[targets[i]].Addr, sum.KeysCopied)
+				}
+			default:
+				t.Fatalf("round %d: move to %s: %s (%s): the loser must be refused before it copies", round, c.Nodes[targets[i]].Addr, sum.Result, sum.Error)
+			}
+		}
+		if moved > 1 {
+			t.Fatalf("round %d: both moves of the same slots succeeded", round)
+		}
+		// On the owner itself: DEBUG DIGEST-VALUE is not redirected, so a
+		// cluster client with a stale slot map would read the old source.
+		node := c.Nodes[slices.Index(c.IDs, ownerOf(t, c, 0))].Client()
+		err := before.Compare(ctx, node)
+		node.Close()
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if err := harness.CheckWithRedisCli(ctx, c.Nodes[0].Addr); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+}
+
+// ownerOf is the ID of slot's owner in the first node's view.
+func ownerOf(t *testing.T, c *harness.Cluster, slot uint16) string {
+	t.Helper()
+	n := c.Nodes[0].Client()
+	defer n.Close()
+	top, err := cluster.Load(context.Background(), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return top.Owner(slot).ID
 }
 
 // A spec of several ranges and single slots, spread over two sources' data.
