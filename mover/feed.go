@@ -333,6 +333,12 @@ func (f *feeder) applyOne(u *stream.Command) error {
 		}
 		return nil
 	}
+	// Keys already waiting for a resync need no other: its copy is read at
+	// a later point of the stream than this command, so it holds its effect.
+	keys = slices.DeleteFunc(keys, func(k []byte) bool { return f.deferred[string(k)] != 0 })
+	if len(keys) == 0 {
+		return nil
+	}
 	return f.resync(u.Slot, keys)
 }
 
@@ -358,18 +364,20 @@ func distinctKeys(u *stream.Command) [][]byte {
 // transaction as a marker write, so that the marker's place in the stream
 // is exactly the moment the copy shows.
 type pendingResync struct {
-	id      uint64
-	marker  []byte
-	keys    []string
-	dumps   []*redis.StringCmd
-	expires []*redis.DurationCmd
+	id     uint64
+	marker []byte
+	keys   []string
+	dumps  []*redis.StringCmd
+	ttls   []*redis.DurationCmd
+	now    *redis.TimeCmd // the source's clock when it read them
 }
 
 // resync handles a multi-key write the target would refuse: its keys are
-// read on the source (DUMP, PEXPIRETIME) in one MULTI with a marker write
-// (SET then DEL of a key of the same slot, which nothing else uses), and
-// every later command on them is skipped until the marker comes through the
-// stream, where the copies are RESTOREd: the state the keys have there.
+// read on the source (DUMP, PTTL, and TIME for the moment: PEXPIRETIME is
+// 7.0+) in one MULTI with a marker write (SET then DEL of a key of the same
+// slot, which nothing else uses), and every later command on them is
+// skipped until the marker comes through the stream, where the copies are
+// RESTOREd: the state the keys have there.
 func (f *feeder) resync(slot uint16, keys [][]byte) error {
 	f.resyncSeq++
 	r := &pendingResync{id: f.resyncSeq, marker: []byte(tempKey(slot, f.opts.TaskID+":marker", 0))}
@@ -377,10 +385,11 @@ func (f *feeder) resync(slot uint16, keys [][]byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err := f.source.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		r.now = p.Time(ctx)
 		for _, k := range keys {
 			r.keys = append(r.keys, string(k))
 			r.dumps = append(r.dumps, p.Dump(ctx, string(k)))
-			r.expires = append(r.expires, p.PExpireTime(ctx, string(k)))
+			r.ttls = append(r.ttls, p.PTTL(ctx, string(k)))
 		}
 		p.Set(ctx, string(r.marker), nonce, 0)
 		p.Del(ctx, string(r.marker))
@@ -398,16 +407,20 @@ func (f *feeder) resync(slot uint16, keys [][]byte) error {
 	return nil
 }
 
-// resyncOf recognizes a resync's marker block in the stream.
+// resyncOf recognizes a resync's marker block in the stream. Besides the
+// marker's SET and DEL it may hold DELs of the resync's keys that expired
+// as it read them; their state is in the copies.
 func (f *feeder) resyncOf(cmd *stream.Command) *pendingResync {
-	if len(cmd.Tx) != 2 || len(cmd.Tx[0].Args) != 3 || cmd.Tx[0].Name() != "SET" {
-		return nil
+	for i := range cmd.Tx {
+		u := &cmd.Tx[i]
+		if len(u.Args) != 3 || u.Name() != "SET" {
+			continue
+		}
+		if r := f.resyncs[string(u.Args[2])]; r != nil && bytes.Equal(u.Args[1], r.marker) {
+			return r
+		}
 	}
-	r := f.resyncs[string(cmd.Tx[0].Args[2])]
-	if r == nil || !bytes.Equal(cmd.Tx[0].Args[1], r.marker) {
-		return nil
-	}
-	return r
+	return nil
 }
 
 // finishResync restores the keys as they were at the marker, unless a later
@@ -430,8 +443,8 @@ func (f *feeder) finishResync(r *pendingResync) error {
 				return fmt.Errorf("resync of %q: the source's RDB version %d is newer than the target's %d", k, v, f.targetVersion)
 			}
 			var at int64
-			if d := r.expires[i].Val(); d > 0 {
-				at = d.Milliseconds()
+			if d := r.ttls[i].Val(); d > 0 {
+				at = r.now.Val().UnixMilli() + d.Milliseconds()
 			}
 			f.ttlBuf = strconv.AppendInt(f.ttlBuf[:0], at, 10)
 			err = f.app.Send(0, "RESTORE "+k, argRestoreAsking, []byte(k), f.ttlBuf, payload, argReplace, argAbsTTL)

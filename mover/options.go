@@ -28,6 +28,10 @@ type Options struct {
 	// unpaused and the cutover tried again later.
 	FenceTimeout time.Duration
 	MaxAttempts  int // cutover attempts before giving up and rolling back
+	// MaxCatchUp bounds the catch-up phase: a target that never gets close
+	// enough for a cutover (a write rate it cannot follow, keys that always
+	// wait for a resync) fails the move instead of holding it forever.
+	MaxCatchUp time.Duration
 
 	Window         int    // unanswered commands in flight to the target
 	BigKeyElements uint64 // collections with at least this many elements are replayed as chunked commands
@@ -70,6 +74,7 @@ const (
 	DefaultPauseBudget    = 2 * time.Second
 	DefaultFenceTimeout   = 250 * time.Millisecond
 	DefaultMaxAttempts    = 5
+	DefaultMaxCatchUp     = 10 * time.Minute
 	DefaultWindow         = 1000
 	DefaultBigKeyElements = 8192
 	DefaultChunk          = 1000
@@ -99,6 +104,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxAttempts <= 0 {
 		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.MaxCatchUp <= 0 {
+		o.MaxCatchUp = DefaultMaxCatchUp
 	}
 	if o.Window <= 0 {
 		o.Window = DefaultWindow

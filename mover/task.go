@@ -343,6 +343,10 @@ func (t *task) catchUpAndSwitch(ctx context.Context, link *stream.Link, f *feede
 			if t.m.Phase != PhaseCatchUp {
 				continue
 			}
+			if waited := time.Since(catchupStart); waited > t.opts.MaxCatchUp {
+				return fmt.Errorf("no cutover after %s of catch-up: the target trails by %d bytes and %d keys wait for a resync (multi-key writes on the moving slots keep coming?)",
+					waited.Round(time.Second), t.lag.Load(), f.deferredCount.Load())
+			}
 			if done, err := t.tryCutover(ctx, link, f, catchupStart); done || err != nil {
 				return err
 			}

@@ -181,6 +181,94 @@ func TestFlushAllCancelsMove(t *testing.T) {
 	}
 }
 
+// A key that expires as a resync reads it puts its DEL inside the resync's
+// marker block (the source deletes it lazily, in the same transaction): the
+// marker must still be recognized, else the move waits for it forever. And
+// a catch-up that never comes close enough for a cutover (hot multi-key
+// writes, a target that cannot follow) ends at its deadline with a
+// rollback, instead of never.
+func TestResyncsOfExpiringAndHotKeys(t *testing.T) {
+	c := fourMasters(t)
+	ctx := context.Background()
+	cc := c.Client()
+	defer cc.Close()
+	set := mustSlots(t, "0-5460")
+	load(t, cc, 5_000, set)
+	source := c.Nodes[0].Client()
+	defer source.Close()
+	// Keys then expire only when read: by the resync's DUMP, in its MULTI.
+	if err := source.Do(ctx, "DEBUG", "SET-ACTIVE-EXPIRE", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	tag := tagIn(set, 7)
+	run := func(name string, src, dst int, opts mover.Options, op func(i int) error) mover.Summary {
+		t.Helper()
+		opsCtx, stop := context.WithTimeout(ctx, 2*time.Minute)
+		defer stop()
+		opsDone := make(chan error, 1)
+		go func() {
+			var err error
+			for i := 0; i < 1_000_000 && opsCtx.Err() == nil && err == nil; i++ {
+				err = op(i)
+			}
+			opsDone <- err
+		}()
+		time.Sleep(100 * time.Millisecond)
+		mctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+		defer cancel()
+		opts.Source, opts.Target = mover.Conn{Addr: c.Nodes[src].Addr}, mover.Conn{Addr: c.Nodes[dst].Addr}
+		opts.Slots, opts.Logger = set, testLogger(t)
+		sum, err := mover.Run(mctx, opts)
+		stop()
+		if oerr := <-opsDone; oerr != nil && opsCtx.Err() == nil {
+			t.Fatalf("%s: workload: %v", name, oerr)
+		}
+		t.Logf("%s: %s in %d ms, %d keys resynced (%v)", name, sum.Result, sum.TotalMS, sum.KeysResynced, err)
+		return sum
+	}
+	expiring := run("expiring keys", 0, 3, mover.Options{}, func(i int) error {
+		k := fmt.Sprint(tag, "e", i%50)
+		if err := cc.Set(ctx, k, i, time.Millisecond).Err(); err != nil {
+			return err
+		}
+		if err := cc.Rename(ctx, k, k+"r").Err(); err != nil && !strings.Contains(err.Error(), "no such key") {
+			return err
+		}
+		return nil
+	})
+	if expiring.Result != mover.ResultMoved || expiring.KeysResynced == 0 {
+		t.Fatalf("move under renames of expiring keys: %s, %d keys resynced: %s", expiring.Result, expiring.KeysResynced, expiring.Error)
+	}
+	// On to another master, under an LMOVE that never stops.
+	if err := cc.RPush(ctx, tag+"l1", 1, 2, 3, 4, 5, 6, 7, 8).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// A fence that is never met stands for a target that never gets close.
+	hot := run("hot LMOVE", 3, 1, mover.Options{MaxCatchUp: 2 * time.Second, FenceTimeout: time.Nanosecond, MaxAttempts: 1_000_000}, func(i int) error {
+		from, to := tag+"l1", tag+"l2"
+		if i%2 == 1 {
+			from, to = to, from
+		}
+		return cc.LMove(ctx, from, to, "LEFT", "RIGHT").Err()
+	})
+	switch {
+	case hot.Result == mover.ResultRolledBack && strings.Contains(hot.Error, "no cutover after"):
+		target := c.Nodes[1].Client()
+		defer target.Close()
+		counts, err := cluster.CountKeys(ctx, target, set.Slots())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, n := range counts {
+			if n != 0 {
+				t.Fatalf("the rolled-back target keeps %d keys of slot %d", n, set.Slots()[i])
+			}
+		}
+	default:
+		t.Fatalf("move under a hot LMOVE: %s: %s", hot.Result, hot.Error)
+	}
+}
+
 // FLUSHALL on the source while the snapshot streams cuts the RDB short and
 // the move rolls back. Keys it sent the target with replies off may still
 // sit in the target's buffers then; the rollback must end with the target

@@ -37,6 +37,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.PauseBudget, "pause-budget", mover.DefaultPauseBudget, "CLIENT PAUSE timeout on the source: the longest writers can be held")
 	fs.DurationVar(&o.FenceTimeout, "fence-timeout", mover.DefaultFenceTimeout, "give up a cutover attempt (and unpause) if the target has not caught up by then")
 	fs.IntVar(&o.MaxAttempts, "max-attempts", mover.DefaultMaxAttempts, "cutover attempts before rolling back")
+	fs.DurationVar(&o.MaxCatchUp, "max-catch-up", mover.DefaultMaxCatchUp, "fail (and roll back) a move whose target has not come close enough for a cutover after this long")
 	fs.IntVar(&o.Window, "window", mover.DefaultWindow, "unanswered commands in flight to the target")
 	fs.Uint64Var(&o.BigKeyElements, "big-key-elements", mover.DefaultBigKeyElements, "replay collections with at least this many elements as chunked commands")
 	fs.BoolVar(&o.ReplyPerKey, "reply-per-key", false, "check the target's reply to every snapshot command instead of turning replies off and proving from its error counts that none failed (slower)")
