@@ -267,6 +267,7 @@ func (t *task) copyAndSwitch(ctx context.Context) error {
 	}
 	link, err := stream.Open(ctx, stream.Config{
 		Conn: t.opts.Source, SpoolDir: t.opts.SpoolDir, KeepSourceConfig: t.opts.KeepSourceConfig, Logger: t.log,
+		Applied: t.applied,
 	})
 	if err != nil {
 		return err
@@ -304,6 +305,18 @@ func (t *task) copyAndSwitch(ctx context.Context) error {
 		t.sum.RDBBytes = st.RDBBytes
 	}()
 	return t.catchUpAndSwitch(ctx, link, f, snapDone, feedErr)
+}
+
+// applied is the source offset through which the target has acknowledged
+// everything: what the link may tell the source it has.
+func (t *task) applied() int64 {
+	t.mu.Lock()
+	app := t.app
+	t.mu.Unlock()
+	if app == nil {
+		return 0
+	}
+	return app.Acked()
 }
 
 func (t *task) catchUpAndSwitch(ctx context.Context, link *stream.Link, f *feeder, snapDone <-chan struct{}, feedErr <-chan error) error {

@@ -41,6 +41,12 @@ type Config struct {
 	// restored once the snapshot has arrived.
 	KeepSourceConfig bool
 
+	// Applied, if set, is the offset through which the consumer has done
+	// what the stream asks (applied it on its target): ACKs report no more,
+	// so that the master's WAIT never counts this link for data it only
+	// holds. Without it, ACKs report what the consumer has taken.
+	Applied func() int64
+
 	SpoolDir    string        // where spools spill; "" for the system temp dir
 	SpoolMemory int           // bytes each spool keeps in memory; 0 for 64 MiB
 	Timeout     time.Duration // silence that counts as a dead link; 0 for 60 s (the master's repl-timeout)
@@ -328,10 +334,14 @@ func (l *Link) ackLoop() {
 	}
 }
 
-// sendAck acknowledges what the consumer has taken, as a replica acknowledges
-// what it has processed; bytes merely spooled are not acknowledged.
+// sendAck acknowledges what the consumer has taken (or applied, see
+// Config.Applied), as a replica acknowledges what it has processed; bytes
+// merely spooled are not acknowledged.
 func (l *Link) sendAck() error {
 	off := l.Offset + l.consumed.Load()
+	if l.cfg.Applied != nil {
+		off = max(min(off, l.cfg.Applied()), 0)
+	}
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
 	l.conn.SetWriteDeadline(time.Now().Add(l.cfg.Timeout))

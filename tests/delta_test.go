@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -266,6 +267,73 @@ func TestResyncsOfExpiringAndHotKeys(t *testing.T) {
 		}
 	default:
 		t.Fatalf("move under a hot LMOVE: %s: %s", hot.Result, hot.Error)
+	}
+}
+
+// The link tells the source (REPLCONF ACK) only what the target has
+// applied: WAIT on the source, or min-replicas settings, must not count the
+// move as a replica holding writes that exist only in its spool.
+func TestLinkAcknowledgesOnlyWhatTheTargetApplied(t *testing.T) {
+	c := fourMasters(t)
+	ctx := context.Background()
+	cc := c.Client()
+	defer cc.Close()
+	set := mustSlots(t, "0-5460")
+	load(t, cc, 2_000, set)
+	inCatchUp := make(chan struct{})
+	var once sync.Once
+	mctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	done := make(chan mover.Summary, 1)
+	go func() {
+		sum, _ := mover.Run(mctx, mover.Options{
+			Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
+			Slots: set, Logger: testLogger(t),
+			// A fence that is never met keeps the move in catch-up.
+			FenceTimeout: time.Nanosecond, MaxAttempts: 1_000_000,
+			Progress: func(p mover.Progress) {
+				if p.Phase == mover.PhaseCatchUp {
+					once.Do(func() { close(inCatchUp) })
+				}
+			},
+		})
+		done <- sum
+	}()
+	select {
+	case <-inCatchUp:
+	case <-mctx.Done():
+		t.Fatal("the move never reached catch-up")
+	}
+	source := c.Nodes[0].Client()
+	defer source.Close()
+	conn := source.Conn()
+	defer conn.Close()
+	key := tagIn(set, 9) + "waited"
+	waitFor := func() int64 {
+		t.Helper()
+		if err := conn.Set(ctx, key, "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		n, err := conn.Wait(ctx, 1, 300*time.Millisecond).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := waitFor(); n != 1 {
+		t.Fatalf("WAIT with the target awake: %d replicas, want the move's link (the control)", n)
+	}
+	// The target stalls: nothing more can be applied for a second.
+	stall := c.Nodes[3].Client()
+	defer stall.Close()
+	go stall.Do(ctx, "DEBUG", "SLEEP", "1")
+	time.Sleep(100 * time.Millisecond)
+	if n := waitFor(); n != 0 {
+		t.Fatalf("WAIT while the target sleeps: %d replicas acknowledged a write the target cannot have applied", n)
+	}
+	cancel()
+	if sum := <-done; sum.Result != mover.ResultCancelled {
+		t.Fatalf("move: %s: %s", sum.Result, sum.Error)
 	}
 }
 
