@@ -33,6 +33,10 @@ type Options struct {
 	// wait for a resync) fails the move instead of holding it forever.
 	MaxCatchUp time.Duration
 
+	// ReplicaWait bounds the wait, after the switch, for the target's
+	// replicas to hold every moved key before the source's copies go.
+	ReplicaWait time.Duration
+
 	Window         int    // unanswered commands in flight to the target
 	BigKeyElements uint64 // collections with at least this many elements are replayed as chunked commands
 	Chunk          int    // elements per command for big keys
@@ -75,6 +79,7 @@ const (
 	DefaultFenceTimeout   = 250 * time.Millisecond
 	DefaultMaxAttempts    = 5
 	DefaultMaxCatchUp     = 10 * time.Minute
+	DefaultReplicaWait    = time.Minute
 	DefaultWindow         = 1000
 	DefaultBigKeyElements = 8192
 	DefaultChunk          = 1000
@@ -107,6 +112,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxCatchUp <= 0 {
 		o.MaxCatchUp = DefaultMaxCatchUp
+	}
+	if o.ReplicaWait <= 0 {
+		o.ReplicaWait = DefaultReplicaWait
 	}
 	if o.Window <= 0 {
 		o.Window = DefaultWindow

@@ -103,6 +103,12 @@ func (t *task) run(ctx context.Context) error {
 	}
 
 	t.sum.SwitchMS = time.Since(t.start).Milliseconds()
+	// The source's copies go only once the target's replicas hold the keys.
+	if n, err := cutover.WaitReplicas(ctx, p.target, t.opts.ReplicaWait); err != nil {
+		return t.fail(fmt.Errorf("cleanup postponed, the source keeps its copies (slotmover fix removes them later): %w", err))
+	} else if n > 0 {
+		t.log.Info("the target's replicas have every moved key", "replicas", n, "waited_ms", time.Since(t.start).Milliseconds()-t.sum.SwitchMS)
+	}
 	cleanupStart := time.Now()
 	removed, err := cutover.Cleanup(ctx, p.source, p.targetID, t.opts.Slots, t.opts.Cleanup)
 	t.sum.CleanupMS = time.Since(cleanupStart).Milliseconds()

@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/internal/info"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/tests/harness"
@@ -239,6 +242,102 @@ func TestOverlappingMovesToTwoTargets(t *testing.T) {
 		if err := harness.CheckWithRedisCli(ctx, c.Nodes[0].Addr); err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
+	}
+}
+
+// The keys of a move exist nowhere but on the target once the source's
+// copies are removed: that waits until the target's replicas hold them,
+// or a failover right after the move would lose them. Here the target's
+// replica stalls through the move; when the move returns (the source's
+// copies gone), the replica must hold every key the target holds.
+func TestCleanupWaitsForTheTargetsReplicas(t *testing.T) {
+	c := fourMasters(t)
+	cc := c.Client()
+	defer cc.Close()
+	ctx := context.Background()
+	set := mustSlots(t, "0-5460")
+	load(t, cc, 20_000, set)
+	replica := addReplica(t, c, 3)
+	rc := replica.Client()
+	defer rc.Close()
+	stalled := make(chan struct{})
+	go func() {
+		defer close(stalled)
+		rc.Do(ctx, "DEBUG", "SLEEP", "2")
+	}()
+	time.Sleep(50 * time.Millisecond)
+	moveAndCheck(t, c, 0, 3, set, keys(t, cc, set))
+	target := c.Nodes[3].Client()
+	defer target.Close()
+	want, err := target.DBSize(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicaRO := redis.NewClient(&redis.Options{Addr: replica.Addr, DisableIdentity: true})
+	defer replicaRO.Close()
+	got, err := replicaRO.DBSize(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-stalled
+	if got != want {
+		t.Fatalf("the move returned (the source's copies gone) while the target's replica held %d keys of the target's %d", got, want)
+	}
+}
+
+// keys lists every key of the cluster in set's slots, from their owners.
+func keys(t *testing.T, cc *redis.ClusterClient, set *slots.Set) []string {
+	t.Helper()
+	var out []string
+	var mu sync.Mutex
+	err := cc.ForEachMaster(context.Background(), func(ctx context.Context, m *redis.Client) error {
+		iter := m.Scan(ctx, 0, "*", 1000).Iterator()
+		for iter.Next(ctx) {
+			if k := iter.Val(); set.Contains(slots.ForString(k)) {
+				mu.Lock()
+				out = append(out, k)
+				mu.Unlock()
+			}
+		}
+		return iter.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// addReplica starts a cluster node and makes it a replica of c.Nodes[of],
+// waiting until its link to the master is up.
+func addReplica(t *testing.T, c *harness.Cluster, of int) *harness.Server {
+	t.Helper()
+	ctx := context.Background()
+	r := harness.ServerT(t, harness.Options{Cluster: true})
+	rc := r.Client()
+	defer rc.Close()
+	if err := rc.ClusterMeet(ctx, "127.0.0.1", fmt.Sprint(c.Nodes[of].Port)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := rc.ClusterReplicate(ctx, c.IDs[of]).Err()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("CLUSTER REPLICATE: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for {
+		f, err := info.Read(ctx, rc, "replication")
+		if err == nil && f["master_link_status"] == "up" {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica's link to its master never came up: %v %v", f, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

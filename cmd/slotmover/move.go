@@ -38,6 +38,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.FenceTimeout, "fence-timeout", mover.DefaultFenceTimeout, "give up a cutover attempt (and unpause) if the target has not caught up by then")
 	fs.IntVar(&o.MaxAttempts, "max-attempts", mover.DefaultMaxAttempts, "cutover attempts before rolling back")
 	fs.DurationVar(&o.MaxCatchUp, "max-catch-up", mover.DefaultMaxCatchUp, "fail (and roll back) a move whose target has not come close enough for a cutover after this long")
+	fs.DurationVar(&o.ReplicaWait, "replica-wait", mover.DefaultReplicaWait, "after the switch, wait this long at most for the target's replicas to hold every moved key before the source's copies are removed")
 	fs.IntVar(&o.Window, "window", mover.DefaultWindow, "unanswered commands in flight to the target")
 	fs.Uint64Var(&o.BigKeyElements, "big-key-elements", mover.DefaultBigKeyElements, "replay collections with at least this many elements as chunked commands")
 	fs.BoolVar(&o.ReplyPerKey, "reply-per-key", false, "check the target's reply to every snapshot command instead of turning replies off and proving from its error counts that none failed (slower)")
