@@ -151,6 +151,22 @@ func (t *Topology) Owner(slot uint16) *Node {
 	return nil
 }
 
+// Failing reports whether the node is flagged fail, or fail? (pfail: this
+// view has not heard from it within the node timeout).
+func (n *Node) Failing() bool { return n.Is("fail") || n.Is("fail?") }
+
+// AssignedTo returns the node whose line lists slot, whatever its flags
+// (Owner skips nodes not flagged master), or nil for a slot unassigned in
+// this view. The node may be failed: callers that act on the answer check.
+func (t *Topology) AssignedTo(slot uint16) *Node {
+	for _, n := range t.Nodes {
+		if n.Slots.Contains(slot) {
+			return n
+		}
+	}
+	return nil
+}
+
 // Masters returns every node flagged master and not failing.
 func (t *Topology) Masters() []*Node {
 	var out []*Node

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -17,109 +18,362 @@ import (
 	"github.com/slotmover/slotmover/slots"
 )
 
-// NodeState is what fix reads from one master: its own view of the cluster
-// (only a node's own line carries its importing and migrating marks) and
-// how many keys it holds in each slot it does not own.
+// NodeState is what fix reads from one master.
 type NodeState struct {
-	Top   *cluster.Topology
-	Stray map[uint16]int64
+	Addr string
+	// Top is the master's own view of the cluster: only a node's own line
+	// carries its importing and migrating marks, and only its own line says
+	// what it claims. Nil when the master could not be read (Err says why).
+	Top *cluster.Topology
+	Err error
+	// Keys counts the keys the master holds per slot, owned or not (slots
+	// without keys are left out).
+	Keys map[uint16]int64
 }
 
 // RepairKind is what a repair does.
 type RepairKind string
 
 const (
-	// RepairClaim: the source gave the slots to this node, which never
-	// claimed them (a move stopped between release and claim). The node
-	// has every key up to the fence, so the move is finished forward.
-	RepairClaim RepairKind = "claim"
+	// RepairGiveBack: the source released the slots to a target that never
+	// claimed them (a move stopped between release and claim). The target
+	// may lack the source's last writes (those between the fence and the
+	// release, when the write pause did not hold), while the source holds
+	// every key of the slots as of the release: it refuses writes in slots
+	// it does not own, and its orphans are only removed after a claim. So
+	// the source takes the slots back (DELSLOTS where its view names
+	// another owner, ADDSLOTS; no epoch bump: nobody else was told), then
+	// the target is rolled back.
+	RepairGiveBack RepairKind = "give-back"
 	// RepairRollback: the node imports slots that their owner never
 	// released (a move stopped before the switch, or a cleanup stopped with
 	// its marks on). The node's keys of the slots go, then the marks.
 	RepairRollback RepairKind = "rollback"
 	// RepairCleanup: the node holds keys of slots it neither owns nor
-	// imports: orphans of a move whose cleanup did not run. They go.
+	// imports, while a healthy master claims them and holds keys of them:
+	// orphans of a move whose cleanup did not run. They go.
 	RepairCleanup RepairKind = "cleanup"
 )
 
 // Repair is one step of fix, on one node.
 type Repair struct {
 	Kind   RepairKind
-	NodeID string
+	NodeID string // where it runs: for a give-back, the source
 	Addr   string
 	Slots  *slots.Set
-	Owner  string // for a cleanup: the slots' owner, whose importing mark lets the node touch them
-	Why    string
+	// Owner is, for a rollback or a cleanup, the master that claims the
+	// slots and holds their keys: the node's keys of them are copies or
+	// orphans of its own. A cleanup marks the slots importing from it.
+	Owner string
+	// Target and TargetAddr are, for a give-back, the node that imported
+	// the slots and is rolled back once the source owns them again.
+	Target, TargetAddr string
+	Why                string
 }
 
 func (r Repair) String() string {
+	if r.Kind == RepairGiveBack {
+		return fmt.Sprintf("%s slots %s on %s, then rollback on %s: %s", r.Kind, r.Slots, r.Addr, r.TargetAddr, r.Why)
+	}
 	return fmt.Sprintf("%s slots %s on %s: %s", r.Kind, r.Slots, r.Addr, r.Why)
 }
 
-// PlanRepairs reads the masters' states and says what moves stopped half-way
-// left behind and how to finish or undo it, claims first. What it cannot
-// judge (a legacy migration with MIGRATING marks, which redis-cli --cluster
-// fix handles; a slot imported from a node that is not there) is returned
-// as notes and left alone. It does no I/O.
-func PlanRepairs(states map[string]*NodeState) (repairs []Repair, notes []string) {
-	var claims, purges []Repair
-	for _, id := range slices.Sorted(maps.Keys(states)) {
-		n := states[id]
-		me := n.Top.Myself
-		claim, rollback := slots.NewSet(), slots.NewSet()
-		cleanup := map[string]*slots.Set{} // owner → slots
-		for _, s := range slices.Sorted(maps.Keys(me.Importing)) {
-			from := me.Importing[s]
-			src := states[from]
-			switch {
-			case src == nil:
-				notes = append(notes, fmt.Sprintf("%s imports slot %d from %s, which is not a reachable master: left alone", me.Addr, s, from))
-			case src.Top.Myself.Migrating[s] != "":
-				notes = append(notes, fmt.Sprintf("slot %d is migrating from %s to %s the legacy way (MIGRATING/IMPORTING): left to redis-cli --cluster fix", s, src.Top.Myself.Addr, me.Addr))
-			case src.Top.Myself.Slots.Contains(s):
-				rollback.Add(s)
-			case ownerID(src.Top, s) == me.ID:
-				claim.Add(s)
-			default:
-				notes = append(notes, fmt.Sprintf("%s imports slot %d from %s, which gave it to %s: left alone", me.Addr, s, src.Top.Myself.Addr, ownerID(src.Top, s)))
-			}
-		}
-		for _, s := range slices.Sorted(maps.Keys(n.Stray)) {
-			if n.Stray[s] == 0 || me.Importing[s] != "" || me.Slots.Contains(s) {
-				continue
-			}
-			owner := ownerID(n.Top, s)
-			if owner == "" {
-				notes = append(notes, fmt.Sprintf("%s holds %d keys of slot %d, which no master serves: left alone", me.Addr, n.Stray[s], s))
-				continue
-			}
-			if cleanup[owner] == nil {
-				cleanup[owner] = slots.NewSet()
-			}
-			cleanup[owner].Add(s)
-		}
-		if claim.Len() > 0 {
-			claims = append(claims, Repair{Kind: RepairClaim, NodeID: id, Addr: me.Addr, Slots: claim,
-				Why: "its source released them to it, and it holds every key up to the fence"})
-		}
-		if rollback.Len() > 0 {
-			purges = append(purges, Repair{Kind: RepairRollback, NodeID: id, Addr: me.Addr, Slots: rollback,
-				Why: "it imports them, but their owner never released them"})
-		}
-		for _, owner := range slices.Sorted(maps.Keys(cleanup)) {
-			purges = append(purges, Repair{Kind: RepairCleanup, NodeID: id, Addr: me.Addr, Slots: cleanup[owner], Owner: owner,
-				Why: "orphaned keys of slots that " + owner + " owns"})
-		}
-	}
-	slices.SortStableFunc(purges, func(a, b Repair) int { return cmp.Compare(a.Addr, b.Addr) })
-	return append(claims, purges...), notes
+// Plan is what fix found: the repairs, what it leaves alone and why (Notes),
+// and the conflicts it refuses to touch (Refused, over RefusedSlots).
+type Plan struct {
+	Repairs      []Repair
+	Notes        []string
+	Refused      []string
+	RefusedSlots *slots.Set
 }
 
-func ownerID(t *cluster.Topology, s uint16) string {
-	if n := t.Owner(s); n != nil {
-		return n.ID
+// PlanRepairs reads the masters' states and says, slot by slot, what moves
+// stopped half-way left behind and how to undo it, without losing a write:
+//
+//   - A slot that its source released to a target that never claimed it is
+//     given back to the source (the only node sure to hold every write),
+//     if the source holds its keys (or the target holds none).
+//   - A slot imported from a healthy owner that claims it in its own view is
+//     rolled back on the importer, if the owner holds keys of it (or the
+//     importer holds none).
+//   - Keys of a slot on a master that neither owns nor imports it are
+//     cleaned up only if one healthy master claims the slot in its own view
+//     and holds keys of it. A holder's own idea of the owner is never
+//     enough, and a node that is unreachable or flagged fail or fail? by any
+//     view is never trusted as an owner.
+//
+// Slots that two masters claim each in its own view, or that two masters
+// import (a source restarted after its release marks the slots of its keys
+// importing from the target, which imports them from it), are refused:
+// Refused says who claims what and what to check. What it cannot judge safely (a legacy migration
+// with MIGRATING marks, which redis-cli --cluster fix handles; a slot whose
+// owner is down) is returned as notes and left alone. Only slots in only
+// are looked at (all if nil). Give-backs come first. It does no I/O.
+func PlanRepairs(states map[string]*NodeState, only *slots.Set) Plan {
+	p := &planner{states: states, suspect: map[string]string{}, repairs: map[repairKey]*Repair{}}
+	for _, id := range slices.Sorted(maps.Keys(states)) {
+		if st := states[id]; st.Top == nil {
+			p.suspect[id] = fmt.Sprintf("unreachable (%v)", st.Err)
+		} else {
+			p.ids = append(p.ids, id)
+		}
 	}
-	return ""
+	for _, id := range p.ids {
+		v := states[id].Top
+		for _, n := range v.Nodes {
+			if _, ok := p.suspect[n.ID]; !ok && n.Failing() {
+				flag := "fail"
+				if !n.Is("fail") {
+					flag = "fail? (pfail)"
+				}
+				p.suspect[n.ID] = fmt.Sprintf("flagged %s by %s", flag, v.Myself.Addr)
+			}
+		}
+	}
+	for x := 0; x < slots.Count; x++ {
+		if s := uint16(x); only == nil || only.Contains(s) {
+			p.slot(s)
+		}
+	}
+	return p.plan()
+}
+
+type repairKey struct {
+	kind        RepairKind
+	node, other string
+}
+
+type planner struct {
+	states  map[string]*NodeState
+	ids     []string          // the masters that were read, sorted
+	suspect map[string]string // node ID → why it is not trusted as an owner
+	repairs map[repairKey]*Repair
+	notes   grouped
+	refused grouped
+	refSet  slots.Set
+}
+
+// grouped gathers per-slot messages into one per text, over the slots it
+// concerns: "{slots}" in a text becomes "slot 5" or "slots 0-99,120",
+// "{keys}" the sum of the keys given with each slot.
+type grouped struct {
+	order []string
+	sets  map[string]*slots.Set
+	keys  map[string]int64
+}
+
+func (g *grouped) add(s uint16, keys int64, text string) {
+	if g.sets == nil {
+		g.sets, g.keys = map[string]*slots.Set{}, map[string]int64{}
+	}
+	if g.sets[text] == nil {
+		g.sets[text] = slots.NewSet()
+		g.order = append(g.order, text)
+	}
+	g.sets[text].Add(s)
+	g.keys[text] += keys
+}
+
+func (g *grouped) render() []string {
+	var out []string
+	for _, text := range g.order {
+		set := g.sets[text]
+		what := "slots " + set.String()
+		if set.Len() == 1 {
+			what = "slot " + set.String()
+		}
+		out = append(out, strings.NewReplacer("{slots}", what, "{keys}", fmt.Sprint(g.keys[text])).Replace(text))
+	}
+	return out
+}
+
+// addr names a node by its address, as any view knows it.
+func (p *planner) addr(id string) string {
+	if st := p.states[id]; st != nil && st.Addr != "" {
+		return st.Addr
+	}
+	for _, st := range p.states {
+		if st.Top != nil {
+			if n := st.Top.ByID(id); n != nil && n.Addr != "" {
+				return n.Addr
+			}
+		}
+	}
+	return id
+}
+
+func (p *planner) keys(id string, s uint16) int64 {
+	if st := p.states[id]; st != nil {
+		return st.Keys[s]
+	}
+	return 0
+}
+
+func (p *planner) repair(kind RepairKind, node, other string, s uint16, why string) {
+	k := repairKey{kind, node, other}
+	r := p.repairs[k]
+	if r == nil {
+		r = &Repair{Kind: kind, NodeID: node, Addr: p.addr(node), Slots: slots.NewSet(), Why: why}
+		if kind == RepairGiveBack {
+			r.Target, r.TargetAddr = other, p.addr(other)
+		} else {
+			r.Owner = other
+		}
+		p.repairs[k] = r
+	}
+	r.Slots.Add(s)
+}
+
+func (p *planner) refuse(s uint16, text string) {
+	p.refused.add(s, 0, text)
+	p.refSet.Add(s)
+}
+
+func (p *planner) slot(s uint16) {
+	var claim, imp, mig []string
+	for _, id := range p.ids {
+		me := p.states[id].Top.Myself
+		if me.Slots.Contains(s) {
+			claim = append(claim, id)
+		}
+		if me.Importing[s] != "" {
+			imp = append(imp, id)
+		}
+		if me.Migrating[s] != "" {
+			mig = append(mig, id)
+		}
+	}
+	switch {
+	case len(claim) > 1:
+		var who []string
+		for _, id := range claim {
+			who = append(who, fmt.Sprintf("%s (config epoch %d)", p.addr(id), p.states[id].Top.Myself.Epoch))
+		}
+		p.refuse(s, fmt.Sprintf("{slots}: claimed by %s, each in its own view. The cluster settles such a conflict by config epoch, and the loser deletes its keys of the slot: check which node has the writes clients made there (and save them) before anything else touches it", strings.Join(who, " and ")))
+	case len(imp) == 2 && p.imports(imp[0], s) == imp[1] && p.imports(imp[1], s) == imp[0]:
+		a, b := p.addr(imp[0]), p.addr(imp[1])
+		p.refuse(s, fmt.Sprintf("{slots}: %s and %s import them from each other. A move's source that restarted after it released the slots marks the slots it holds keys of IMPORTING from the owner it knew, as the target did: each may hold writes the other lacks (the target its copy up to where the move stopped, the source what its persistence kept). Compare their keys of the slots, keep the node with the newest writes (CLUSTER SETSLOT <slot> STABLE and CLUSTER ADDSLOTS <slot> there; remove the other's keys of them, then SETSLOT STABLE on it), then run fix again", a, b))
+	case len(imp) > 1:
+		var who []string
+		for _, id := range imp {
+			who = append(who, fmt.Sprintf("%s (from %s)", p.addr(id), p.addr(p.imports(id, s))))
+		}
+		p.refuse(s, fmt.Sprintf("{slots}: imported by %s. Two moves of the same slots? Stop the one still running, or clear the stale mark (CLUSTER SETSLOT <slot> STABLE on the node whose import is stale, once its keys of the slots are known to be copies), then run fix again", strings.Join(who, " and ")))
+	case len(mig) > 0:
+		id := mig[0]
+		p.notes.add(s, 0, fmt.Sprintf("{slots} migrating from %s to %s the legacy way (MIGRATING/IMPORTING): left to redis-cli --cluster fix", p.addr(id), p.addr(p.states[id].Top.Myself.Migrating[s])))
+	case len(imp) == 1:
+		p.imported(s, imp[0], claim)
+	default:
+		p.orphans(s, claim, "")
+	}
+}
+
+// imports returns the node id imports s from, per its own view.
+func (p *planner) imports(id string, s uint16) string {
+	return p.states[id].Top.Myself.Importing[s]
+}
+
+// imported plans a slot that exactly one master t imports.
+func (p *planner) imported(s uint16, t string, claim []string) {
+	f := p.imports(t, s)
+	T, F := p.addr(t), p.addr(f)
+	src := p.states[f]
+	kt := p.keys(t, s)
+	switch {
+	case src == nil:
+		p.notes.add(s, 0, fmt.Sprintf("%s imports {slots} from %s, which is not a master fix knows of: left alone", T, F))
+	case p.suspect[f] != "":
+		p.notes.add(s, 0, fmt.Sprintf("%s imports {slots} from %s, which is %s: left alone (run fix again once it is back)", T, F, p.suspect[f]))
+	case len(claim) == 1 && claim[0] == f:
+		if kt > 0 && p.keys(f, s) == 0 {
+			p.notes.add(s, kt, fmt.Sprintf("%s holds {keys} keys of {slots}, which it imports from their owner %s, which holds none of them: left alone (did %s lose its data? check before removing them by hand)", T, F, F))
+			return
+		}
+		p.repair(RepairRollback, t, f, s, "it imports them, but their owner "+F+" never released them")
+		p.orphans(s, claim, t)
+	case len(claim) == 1:
+		p.notes.add(s, 0, fmt.Sprintf("%s imports {slots} from %s, but %s claims them: left alone", T, F, p.addr(claim[0])))
+	default:
+		// Nobody claims the slot: released by f, not claimed by t?
+		if o := src.Top.AssignedTo(s); o != nil && o.ID != t {
+			p.notes.add(s, 0, fmt.Sprintf("%s imports {slots} from %s, which gave them to %s in its own view: left alone", T, F, p.addr(o.ID)))
+			return
+		}
+		// The other masters were never told (only a claim is followed by
+		// the news): one that names another owner saw something else.
+		for _, id := range p.ids {
+			if id == f || id == t {
+				continue
+			}
+			if o := p.states[id].Top.AssignedTo(s); o != nil && o.ID != f {
+				p.notes.add(s, 0, fmt.Sprintf("%s released {slots} to %s, which never claimed them in its own view, but %s sees %s as their owner: left alone (was a claim made, and undone?)", F, T, p.addr(id), p.addr(o.ID)))
+				return
+			}
+		}
+		if kt > 0 && p.keys(f, s) == 0 {
+			p.notes.add(s, kt, fmt.Sprintf("%s released {slots} to %s, which never claimed them, but %s holds none of their keys while %s holds {keys}: left alone (did %s lose its data? check before giving them back by hand)", F, T, F, T, F))
+			return
+		}
+		p.repair(RepairGiveBack, f, t, s, "it released them to "+T+", which never claimed them: it holds every write made to them, the target may not")
+		p.orphans(s, []string{f}, t) // copies elsewhere, once f owns the slot again
+	}
+}
+
+// orphans plans the keys of s held by masters that do not own it (but
+// skip, which imports it): they are removed only if one healthy master
+// claims it in its own view (or will, once given back) and holds keys of it.
+func (p *planner) orphans(s uint16, claim []string, skip string) {
+	for _, h := range p.ids {
+		k := p.keys(h, s)
+		if k == 0 || h == skip || slices.Contains(claim, h) {
+			continue
+		}
+		H := p.addr(h)
+		if len(claim) == 0 {
+			seen, hint := "unassigned in its view", ""
+			if o := p.states[h].Top.AssignedTo(s); o != nil {
+				O := p.addr(o.ID)
+				seen = "in its view owned by " + O + ", which does not claim them"
+				if why := p.suspect[o.ID]; why != "" {
+					seen = "in its view owned by " + O + ", which is " + why
+					hint = fmt.Sprintf(" (if a move to %s stopped before its claim, these keys are the complete copy: bring %s back and run fix again, or give the slots back to %s by hand)", O, O, H)
+				}
+			}
+			p.notes.add(s, k, fmt.Sprintf("%s holds {keys} keys of {slots}, which no reachable master claims in its own view (%s): left alone%s", H, seen, hint))
+			continue
+		}
+		o := claim[0]
+		O := p.addr(o)
+		switch {
+		case p.suspect[o] != "":
+			p.notes.add(s, k, fmt.Sprintf("%s holds {keys} keys of {slots}, whose owner %s is %s: left alone", H, O, p.suspect[o]))
+		case p.keys(o, s) == 0:
+			p.notes.add(s, k, fmt.Sprintf("%s holds {keys} keys of {slots}, whose owner %s holds none of their keys: left alone (did %s lose its data? check before removing them by hand)", H, O, O))
+		default:
+			p.repair(RepairCleanup, h, o, s, "orphaned keys of slots that "+O+" owns and holds keys of")
+		}
+	}
+}
+
+func (p *planner) plan() Plan {
+	rank := map[RepairKind]int{RepairGiveBack: 0, RepairRollback: 1, RepairCleanup: 2}
+	var out []Repair
+	for _, r := range p.repairs {
+		out = append(out, *r)
+	}
+	slices.SortFunc(out, func(a, b Repair) int {
+		// Give-backs first: they put the slots back in service.
+		if a.Kind == RepairGiveBack || b.Kind == RepairGiveBack {
+			if c := cmp.Compare(rank[a.Kind], rank[b.Kind]); c != 0 {
+				return c
+			}
+		}
+		return cmp.Or(cmp.Compare(a.Addr, b.Addr), cmp.Compare(rank[a.Kind], rank[b.Kind]),
+			cmp.Compare(a.Owner+a.Target, b.Owner+b.Target))
+	})
+	refSet := p.refSet
+	return Plan{Repairs: out, Notes: p.notes.render(), Refused: p.refused.render(), RefusedSlots: &refSet}
 }
 
 // FixOptions configure Fix.
@@ -135,10 +389,15 @@ type FixOptions struct {
 // ErrMoveUnderWay refuses a fix while a move's named connections are open.
 var ErrMoveUnderWay = errors.New("a move is under way")
 
+// ErrConflict refuses a fix that found slots claimed or imported by two masters.
+var ErrConflict = errors.New("conflicting claims")
+
 // Fix finds what stopped moves left in the cluster and mends it: it reads
 // every master, plans (PlanRepairs), and unless DryRun applies the repairs,
 // then plans again to check that nothing is left. It returns the repairs
-// applied (or planned) and the notes.
+// applied (or planned) and the notes. Conflicting claims in the slots
+// looked at refuse the whole fix (an *InputError wrapping ErrConflict)
+// before anything is changed.
 func Fix(ctx context.Context, o FixOptions) ([]Repair, []string, error) {
 	log := o.Logger
 	if log == nil {
@@ -154,25 +413,34 @@ func Fix(ctx context.Context, o FixOptions) ([]Repair, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	repairs, notes := PlanRepairs(states)
-	repairs = only(repairs, o.Slots)
+	plan := PlanRepairs(states, o.Slots)
+	if len(plan.Refused) > 0 {
+		return plan.Repairs, plan.Notes, &InputError{Err: refusal(plan, o.Slots)}
+	}
+	repairs, notes := plan.Repairs, plan.Notes
 	if o.DryRun || len(repairs) == 0 {
 		return repairs, notes, nil
 	}
 	for _, r := range repairs {
 		log.Info("repair", "kind", r.Kind, "node", r.Addr, "slots", r.Slots.String(), "why", r.Why)
 		c := clients[r.NodeID]
+		var n int64
 		switch r.Kind {
-		case RepairClaim:
-			err = cutover.Claim(ctx, c, r.NodeID, r.Slots)
+		case RepairGiveBack:
+			if err = giveBack(ctx, c, clients[r.Target], r); err == nil {
+				n, err = cutover.Rollback(ctx, clients[r.Target], r.Slots, o.Cleanup)
+				log.Info("given back", "source", r.Addr, "target", r.TargetAddr, "target_keys_removed", n)
+			}
 		case RepairRollback:
-			var n int64
-			n, err = cutover.Rollback(ctx, c, r.Slots, o.Cleanup)
-			log.Info("rolled back", "node", r.Addr, "keys_removed", n)
+			if err = backed(ctx, c, clients[r.Owner], r); err == nil {
+				n, err = cutover.Rollback(ctx, c, r.Slots, o.Cleanup)
+				log.Info("rolled back", "node", r.Addr, "keys_removed", n)
+			}
 		case RepairCleanup:
-			var n int64
-			n, err = cutover.Cleanup(ctx, c, r.Owner, r.Slots, o.Cleanup)
-			log.Info("cleaned up", "node", r.Addr, "keys_removed", n)
+			if err = backed(ctx, c, clients[r.Owner], r); err == nil {
+				n, err = cutover.Cleanup(ctx, c, r.Owner, r.Slots, o.Cleanup)
+				log.Info("cleaned up", "node", r.Addr, "keys_removed", n)
+			}
 		}
 		if err != nil {
 			return repairs, notes, fmt.Errorf("%s: %w", r, err)
@@ -181,37 +449,147 @@ func Fix(ctx context.Context, o FixOptions) ([]Repair, []string, error) {
 	if states, err = readStates(ctx, o.Seed, clients, true); err != nil {
 		return repairs, notes, err
 	}
-	if left, _ := PlanRepairs(states); len(only(left, o.Slots)) > 0 {
-		return repairs, notes, fmt.Errorf("after the repairs, still to do: %v", left)
+	if left := PlanRepairs(states, o.Slots); len(left.Repairs)+len(left.Refused) > 0 {
+		return repairs, notes, fmt.Errorf("after the repairs, still to do: %v %v", left.Repairs, left.Refused)
 	}
 	return repairs, notes, nil
 }
 
-// only narrows the repairs to the slots of set (all if nil).
-func only(repairs []Repair, set *slots.Set) []Repair {
-	if set == nil {
-		return repairs
-	}
-	var out []Repair
-	for _, r := range repairs {
-		in := slots.NewSet()
-		for _, s := range r.Slots.Slots() {
-			if set.Contains(s) {
-				in.Add(s)
-			}
-		}
-		if in.Len() > 0 {
-			r.Slots = in
-			out = append(out, r)
+// refusal says which slots are refused and why, and how to repair the others.
+func refusal(plan Plan, scope *slots.Set) error {
+	msg := fmt.Sprintf("nothing changed:\n  %s", strings.Join(plan.Refused, "\n  "))
+	rest := slots.NewSet()
+	for x := 0; x < slots.Count; x++ {
+		s := uint16(x)
+		if (scope == nil || scope.Contains(s)) && !plan.RefusedSlots.Contains(s) {
+			rest.Add(s)
 		}
 	}
-	return out
+	if len(plan.Repairs) > 0 {
+		msg += fmt.Sprintf("\nto repair the other slots now: slotmover fix --slots %s", rest)
+	}
+	return fmt.Errorf("%w, %s", ErrConflict, msg)
 }
 
-// readStates reads every master's own view and stray keys, opening a
-// client per master in clients. Unless force, a connection named by a move
-// (cluster.NamePrefix) on any master refuses the fix: that move is alive
-// and its marks are not leftovers.
+// giveBack makes the source own r.Slots again (MULTI; CLUSTER DELSLOTS of
+// those its view gives to another node; CLUSTER ADDSLOTS; EXEC), after
+// checking that the target still imports them from it without a claim and
+// that the source holds keys wherever the target does.
+func giveBack(ctx context.Context, source, target *redis.Client, r Repair) error {
+	tv, err := cluster.Load(ctx, target)
+	if err != nil {
+		return err
+	}
+	for _, s := range r.Slots.Slots() {
+		if tv.Myself.Slots.Contains(s) || tv.Myself.Importing[s] != r.NodeID {
+			return fmt.Errorf("%w: %s no longer imports slot %d from %s without claiming it: run fix again", errChanged, r.TargetAddr, s, r.Addr)
+		}
+	}
+	if err := keysBacked(ctx, target, source, r.Slots); err != nil {
+		return err
+	}
+	sv, err := cluster.Load(ctx, source)
+	if err != nil {
+		return err
+	}
+	var unassign, add []uint16
+	for _, s := range r.Slots.Slots() {
+		if sv.Myself.Slots.Contains(s) {
+			continue
+		}
+		add = append(add, s)
+		if sv.AssignedTo(s) != nil {
+			unassign = append(unassign, s)
+		}
+	}
+	if len(add) > 0 {
+		cmds, err := source.TxPipelined(ctx, func(pl redis.Pipeliner) error {
+			if len(unassign) > 0 {
+				pl.Do(ctx, slotsArgs("DELSLOTS", unassign)...)
+			}
+			pl.Do(ctx, slotsArgs("ADDSLOTS", add)...)
+			return nil
+		})
+		if err != nil {
+			for _, c := range cmds {
+				if c.Err() != nil {
+					return fmt.Errorf("%s on %s: %w", c.Name(), r.Addr, c.Err())
+				}
+			}
+			return fmt.Errorf("give back on %s: %w", r.Addr, err)
+		}
+	}
+	if sv, err = cluster.Load(ctx, source); err != nil {
+		return err
+	}
+	for _, s := range r.Slots.Slots() {
+		if !sv.Myself.Slots.Contains(s) {
+			return fmt.Errorf("%s does not own slot %d after ADDSLOTS", r.Addr, s)
+		}
+	}
+	return nil
+}
+
+var errChanged = errors.New("the cluster changed since the plan")
+
+// backed checks, right before a rollback or a cleanup removes a node's keys,
+// that the owner still claims every slot in its own view and holds keys of
+// each slot the node holds keys of.
+func backed(ctx context.Context, node, owner *redis.Client, r Repair) error {
+	if owner == nil {
+		return fmt.Errorf("no connection to the owner %s", r.Owner)
+	}
+	ov, err := cluster.Load(ctx, owner)
+	if err != nil {
+		return err
+	}
+	for _, s := range r.Slots.Slots() {
+		if !ov.Myself.Slots.Contains(s) {
+			return fmt.Errorf("%w: %s no longer claims slot %d: run fix again", errChanged, owner.Options().Addr, s)
+		}
+	}
+	return keysBacked(ctx, node, owner, r.Slots)
+}
+
+// keysBacked fails if holder has keys of a slot of set of which backer has none.
+func keysBacked(ctx context.Context, holder, backer *redis.Client, set *slots.Set) error {
+	all := set.Slots()
+	h, err := cluster.CountKeys(ctx, holder, all)
+	if err != nil {
+		return err
+	}
+	b, err := cluster.CountKeys(ctx, backer, all)
+	if err != nil {
+		return err
+	}
+	for i, s := range all {
+		if h[i] > 0 && b[i] == 0 {
+			return fmt.Errorf("%w: %s holds %d keys of slot %d and %s none: run fix again", errChanged, holder.Options().Addr, h[i], s, backer.Options().Addr)
+		}
+	}
+	return nil
+}
+
+// slotsArgs is CLUSTER <sub> followed by every slot.
+func slotsArgs(sub string, list []uint16) []any {
+	args := make([]any, 0, 2+len(list))
+	args = append(args, "CLUSTER", sub)
+	for _, s := range list {
+		args = append(args, s)
+	}
+	return args
+}
+
+// readTimeout bounds the reading of one master: one that does not answer
+// is unreachable, and fix trusts nothing it would have said.
+const readTimeout = 10 * time.Second
+
+// readStates reads every master's own view and key counts, opening a
+// client per master in clients. The masters are those of the seed's view
+// and of every view read from them, failed or not: one that cannot be read
+// is kept with its error, and never trusted as an owner. Unless force, a
+// connection named by a move (cluster.NamePrefix) on any master refuses the
+// fix: that move is alive and its marks are not leftovers.
 func readStates(ctx context.Context, seed Conn, clients map[string]*redis.Client, force bool) (map[string]*NodeState, error) {
 	sc := seed.Client()
 	top, err := cluster.Load(ctx, sc)
@@ -221,33 +599,59 @@ func readStates(ctx context.Context, seed Conn, clients map[string]*redis.Client
 	}
 	states := map[string]*NodeState{}
 	var live []string
-	for _, m := range top.Masters() {
+	queue := slices.Clone(top.Nodes)
+	seen := map[string]bool{}
+	all := make([]uint16, slots.Count)
+	for i := range all {
+		all[i] = uint16(i)
+	}
+	for len(queue) > 0 {
+		m := queue[0]
+		queue = queue[1:]
+		if seen[m.ID] || !m.Is("master") {
+			continue
+		}
+		seen[m.ID] = true
+		st := &NodeState{Addr: m.Addr}
+		states[m.ID] = st
+		if m.Addr == "" || strings.HasPrefix(m.Addr, ":") {
+			st.Err = errors.New("no address known")
+			continue
+		}
 		c := clients[m.ID]
 		if c == nil {
 			c = seed.With(m.Addr).Client()
 			clients[m.ID] = c
 		}
-		own, err := cluster.Load(ctx, c)
+		rctx, cancel := context.WithTimeout(ctx, readTimeout)
+		own, err := cluster.Load(rctx, c)
+		var counts []int64
+		if err == nil && own.Myself.ID != m.ID {
+			err = fmt.Errorf("%s answers as node %s", m.Addr, own.Myself.ID)
+		}
+		if err == nil && !own.Myself.Is("master") {
+			cancel()
+			delete(states, m.ID) // a replica by now (failed over)
+			continue
+		}
+		if err == nil {
+			counts, err = cluster.CountKeys(rctx, c, all)
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		if err != nil {
-			return nil, err
+			st.Err = err
+			continue
 		}
-		var notOwned []uint16
-		for s := 0; s < slots.Count; s++ {
-			if !own.Myself.Slots.Contains(uint16(s)) {
-				notOwned = append(notOwned, uint16(s))
-			}
-		}
-		counts, err := cluster.CountKeys(ctx, c, notOwned)
-		if err != nil {
-			return nil, err
-		}
-		st := &NodeState{Top: own, Stray: map[uint16]int64{}}
+		st.Top, st.Keys = own, map[uint16]int64{}
 		for i, n := range counts {
 			if n > 0 {
-				st.Stray[notOwned[i]] = n
+				st.Keys[uint16(i)] = n
 			}
 		}
-		states[m.ID] = st
+		queue = append(queue, own.Nodes...)
 		if !force {
 			list, err := c.ClientList(ctx).Result()
 			if err != nil {

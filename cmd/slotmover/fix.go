@@ -16,9 +16,12 @@ import (
 )
 
 // fixCmd mends what moves that stopped half-way (a crash, a kill -9, a lost
-// network) left in the cluster, from the cluster's own state. Exit codes:
-// 0 nothing left to do, 1 a repair failed, 2 refused (bad input, or a move
-// is under way).
+// network) left in the cluster, from the cluster's own state, slot by slot,
+// never removing keys that no healthy owner holds too. What it cannot judge
+// safely it leaves alone and prints as a note. Exit codes: 0 nothing left
+// that fix can do, 1 a repair failed, 2 refused before anything changed
+// (bad input, a move under way, or slots claimed or imported by two
+// masters: the message says which and what to check).
 func fixCmd(args []string) int {
 	fs := flag.NewFlagSet("fix", flag.ContinueOnError)
 	var cf connFlags
@@ -50,8 +53,12 @@ func fixCmd(args []string) int {
 	repairs, notes, err := mover.Fix(ctx, mover.FixOptions{
 		Seed: seed, Slots: only, DryRun: *dryRun, Force: *force, Cleanup: cutover.Pace{Batch: *batch, Sleep: *sleep}, Logger: log,
 	})
+	var refused *mover.InputError
 	verb := "done"
-	if *dryRun {
+	switch {
+	case errors.Is(err, mover.ErrConflict):
+		verb = "not done (refused)"
+	case *dryRun:
 		verb = "to do"
 	}
 	for _, r := range repairs {
@@ -60,7 +67,6 @@ func fixCmd(args []string) int {
 	for _, n := range notes {
 		fmt.Printf("note: %s\n", n)
 	}
-	var refused *mover.InputError
 	switch {
 	case errors.As(err, &refused):
 		fmt.Fprintf(os.Stderr, "slotmover fix: %v\n", err)
@@ -68,6 +74,8 @@ func fixCmd(args []string) int {
 	case err != nil:
 		fmt.Fprintf(os.Stderr, "slotmover fix: %v\n", err)
 		return exitFailed
+	case len(repairs) == 0 && len(notes) > 0:
+		fmt.Println("nothing repaired: what the notes name is left to an operator")
 	case len(repairs) == 0:
 		fmt.Println("nothing to repair")
 	}
