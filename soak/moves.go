@@ -35,6 +35,11 @@ type Outcome struct {
 	// Pauses are the write pauses on the source, if the mover knows them;
 	// the report splits latencies by them.
 	Pauses []Window
+	// Crashed says the move stopped after the source's release on purpose
+	// (CrashingMover); Repairs are what fix did then, and GivenBack that
+	// the slots are the source's again, with nothing left on the target.
+	Crashed, GivenBack bool
+	Repairs            []string
 }
 
 // Mover carries out one move. The soak does not care how: the library in
@@ -74,8 +79,12 @@ func LibraryMover(base mover.Options) Mover {
 // CrashingMover is LibraryMover whose every nth move stops right after the
 // source released the slots, as a crash there would (the source's pause
 // runs out by itself, nothing is claimed or cleaned up), and is then
-// finished by mover.Fix for those slots, as an operator would. The checker
-// must find no lost write either way.
+// repaired by mover.Fix for those slots, as an operator would. Fix gives
+// the slots back to the source (the target may lack writes the source made
+// after the fence) and rolls the target back: the move ends rolled back,
+// with Outcome.GivenBack and the repairs recorded, once every master's own
+// view has the source as the owner of every slot and the target holds none
+// of their keys (else it fails). The checker must find no lost write.
 func CrashingMover(base mover.Options, every int) Mover {
 	normal := LibraryMover(base)
 	crashing := base
@@ -89,19 +98,73 @@ func CrashingMover(base mover.Options, every int) Mover {
 		if out.Summary.Result != mover.ResultStuck {
 			return out // it ended before the release: nothing to fix
 		}
+		out.Crashed = true
 		// Other moves run meanwhile (their connections are open: Force), on
 		// other slots (Slots keeps the fix off them).
-		repairs, _, err := mover.Fix(ctx, mover.FixOptions{Seed: base.Source.With(m.TargetAddr), Slots: m.Slots, Force: true, Logger: base.Logger})
+		repairs, notes, err := mover.Fix(ctx, mover.FixOptions{Seed: base.Source.With(m.TargetAddr), Slots: m.Slots, Force: true, Logger: base.Logger})
+		for _, r := range repairs {
+			out.Repairs = append(out.Repairs, r.String())
+		}
+		if err == nil {
+			err = givenBack(ctx, base.Source.With(m.SourceAddr), m, repairs, notes)
+		}
 		if err != nil {
 			out.Err = fmt.Errorf("crashed after the release; fix: %w", err)
 			return out
 		}
 		if base.Logger != nil {
-			base.Logger.Info("soak: move crashed after the release and was fixed", "move", m.Seq, "repairs", fmt.Sprint(repairs))
+			base.Logger.Info("soak: move crashed after the release and was given back by fix", "move", m.Seq, "repairs", fmt.Sprint(repairs))
 		}
-		out.Summary.Result, out.Err = mover.ResultMoved, nil
+		out.Summary.Result, out.Err, out.GivenBack = mover.ResultRolledBack, nil, true
 		return out
 	})
+}
+
+// givenBack checks what fix must have done with a move that crashed after
+// its release: one give-back of all its slots from the source to the
+// target, after which every master's own view names the source as their
+// owner, with no mark on them, and the target holds none of their keys.
+func givenBack(ctx context.Context, conn mover.Conn, m Move, repairs []mover.Repair, notes []string) error {
+	gave := false
+	for _, r := range repairs {
+		if r.Kind == mover.RepairGiveBack && r.NodeID == m.SourceID && r.Target == m.TargetID && r.Slots.String() == m.Slots.String() {
+			gave = true
+		}
+	}
+	if !gave {
+		return fmt.Errorf("no give-back of slots %s from %s among the repairs %v (notes %q)", m.Slots, m.SourceAddr, repairs, notes)
+	}
+	c := conn.Client()
+	top, err := cluster.Load(ctx, c)
+	c.Close()
+	if err != nil {
+		return err
+	}
+	for _, n := range top.Masters() {
+		nc := conn.With(n.Addr).Client()
+		own, err := cluster.Load(ctx, nc)
+		var counts []int64
+		if err == nil && n.ID == m.TargetID {
+			counts, err = cluster.CountKeys(ctx, nc, m.Slots.Slots())
+		}
+		nc.Close()
+		if err != nil {
+			return err
+		}
+		for _, s := range m.Slots.Slots() {
+			o := own.AssignedTo(s)
+			if o == nil || o.ID != m.SourceID || own.Myself.Importing[s] != "" || own.Myself.Migrating[s] != "" {
+				return fmt.Errorf("after the give-back, %s does not see %s as the only owner of slot %d (owner %v, marks %q %q)",
+					n.Addr, m.SourceAddr, s, o, own.Myself.Importing[s], own.Myself.Migrating[s])
+			}
+		}
+		for i, k := range counts {
+			if k > 0 {
+				return fmt.Errorf("after the give-back, the target %s keeps %d keys of slot %d", n.Addr, k, m.Slots.Slots()[i])
+			}
+		}
+	}
+	return nil
 }
 
 // pauseTap passes log records on and notes the write pauses: the summary

@@ -82,6 +82,11 @@ type MovesReport struct {
 	Pause      Latency     `json:"pause"` // the Summary.PauseMS of moved moves
 	SlowPauses int         `json:"pauses_over_50ms"`
 	List       []MoveEntry `json:"list"`
+	// Crashed moves stopped after the release on purpose (--crash-every);
+	// GivenBack of them were given back to their source by fix (they count
+	// as rolled back).
+	Crashed   int `json:"crashed"`
+	GivenBack int `json:"given_back"`
 }
 
 // MoveEntry is one move.
@@ -104,6 +109,10 @@ type MoveEntry struct {
 	BigKeys       int64    `json:"big_keys"`
 	DeltaCommands int64    `json:"delta_commands"`
 	Error         string   `json:"error,omitempty"`
+	// Crashed after the release on purpose; GivenBack by fix, with Repairs.
+	Crashed   bool     `json:"crashed,omitempty"`
+	GivenBack bool     `json:"given_back,omitempty"`
+	Repairs   []string `json:"repairs,omitempty"`
 }
 
 // Verdict is what the checker found: keys with lost writes, wrong values,
@@ -195,6 +204,13 @@ func (s *soak) report(workers []*worker, rd *redirects, before, after map[string
 		}
 		if m.out.Err != nil {
 			e.Error = m.out.Err.Error()
+		}
+		e.Crashed, e.GivenBack, e.Repairs = m.out.Crashed, m.out.GivenBack, m.out.Repairs
+		if e.Crashed {
+			r.Moves.Crashed++
+		}
+		if e.GivenBack {
+			r.Moves.GivenBack++
 		}
 		r.Moves.List = append(r.Moves.List, e)
 		switch m.class {
@@ -338,6 +354,9 @@ func (r *Report) WriteText(w io.Writer) {
 	m := r.Moves
 	fmt.Fprintf(w, "moves: %d started, %d moved, %d refused, %d rolled back, %d failed; %d pauses over 50 ms\n",
 		m.Started, m.Moved, m.Refused, m.RolledBack, m.Failed, m.SlowPauses)
+	if m.Crashed > 0 {
+		fmt.Fprintf(w, "crashed after the release (--crash-every): %d, given back to their source by fix: %d (counted as rolled back)\n", m.Crashed, m.GivenBack)
+	}
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  #\tat\tsource\ttarget\tslots\tresult\tpause ms\ttotal ms\tkeys\tbig\tdelta\t\n")
 	for _, e := range m.List {
