@@ -520,10 +520,13 @@ func (t *task) repair() []string {
 		out = append(out, "Remove the keys of the slots on the target, then:")
 		forEach(tgt, "CLUSTER SETSLOT $s STABLE")
 	case t.m.Phase == PhaseStuck && t.sum.OrphansRemoved == 0 && !strings.Contains(t.m.Cause.Error(), "cleanup"):
-		out = append(out, "The source released the slots but the target may not have claimed them. Finish the switch:")
-		forEach(tgt, "CLUSTER SETSLOT $s NODE "+t.p.targetID)
-		out = append(out, "Then remove the orphaned keys from the source (next lines).")
-		fallthrough
+		// Giving back is lossless (the source kept every key as of its
+		// release); claiming is not, unless the target reached the release
+		// offset, which nothing left behind proves.
+		out = append(out, "The source released the slots but the target may not have claimed them. Give them back to the source, which kept every key as of its release:")
+		forEach(src, "CLUSTER SETSLOT $s NODE "+t.p.sourceID)
+		out = append(out, "Then, unless the target owns them after all, remove the keys of the slots on the target, and:")
+		forEach(tgt, "CLUSTER SETSLOT $s STABLE")
 	default:
 		out = append(out, "The target owns the slots. The source keeps orphaned keys of them; remove them, paced:")
 		forEach(src, "CLUSTER SETSLOT $s IMPORTING "+t.p.targetID)

@@ -44,7 +44,7 @@ func soakCmd(args []string) int {
 	fs.StringVar(&c.Username, "user", "", "ACL user for Redis")
 	fs.StringVar(&c.Password, "password", os.Getenv("SLOTMOVER_PASSWORD"), "password for Redis (default $SLOTMOVER_PASSWORD)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error (logs go to stderr)")
-	crashEvery := fs.Int("crash-every", 0, "make every Nth move stop right after the source's release, as a crash there would, and finish it with fix (0: never)")
+	crashEvery := fs.Int("crash-every", 0, "make every Nth move stop right after the source's release, as a crash there would, and have fix give it back to the source (0: never)")
 	if err := fs.Parse(args); err != nil {
 		return exitRefused
 	}
