@@ -251,6 +251,7 @@ type scheduler struct {
 	// marks or orphans that would get every later move of them refused.
 	quarantined [slots.Count]bool
 	involved    map[string]int // node ID → moves in flight that involve it
+	sourcing    map[string]int // node ID → moves in flight from it
 	rr          int
 	picks       int
 	bigSlots    []uint16 // slots of the big keys, sorted
@@ -285,6 +286,7 @@ func newScheduler(cfg *Config, bigSlots []uint16) *scheduler {
 		rng:  rand.New(rand.NewPCG(uint64(cfg.Seed), 0x50a4)),
 		pick: cfg.Pick, slotPick: cfg.SlotPick, k: cfg.SlotsPerMove,
 		involved: map[string]int{},
+		sourcing: map[string]int{},
 		bigSlots: slices.Compact(big),
 	}
 }
@@ -340,6 +342,11 @@ func (s *scheduler) plan(top *cluster.Topology, seq int) (Move, bool) {
 			sources = withBig
 		}
 	}
+	if s.pick == PickSameSource {
+		if busy := slices.DeleteFunc(slices.Clone(sources), func(c cand) bool { return s.sourcing[c.n.ID] == 0 }); len(busy) > 0 {
+			sources = busy
+		}
+	}
 	var src cand
 	var dst *cluster.Node
 	if s.pick == PickRoundRobin {
@@ -366,6 +373,7 @@ func (s *scheduler) plan(top *cluster.Topology, seq int) (Move, bool) {
 	}
 	s.involved[src.n.ID]++
 	s.involved[dst.ID]++
+	s.sourcing[src.n.ID]++
 	s.publish()
 	return Move{Seq: seq, SourceID: src.n.ID, SourceAddr: src.n.Addr, TargetID: dst.ID, TargetAddr: dst.Addr, Slots: set}, true
 }
@@ -430,5 +438,6 @@ func (s *scheduler) release(m Move, failed bool) {
 	}
 	s.involved[m.SourceID]--
 	s.involved[m.TargetID]--
+	s.sourcing[m.SourceID]--
 	s.publish()
 }

@@ -163,3 +163,27 @@ func TestPauseTapNotesPauses(t *testing.T) {
 		t.Fatalf("the wrapped handler's level or attributes were not kept: %q", s)
 	}
 }
+
+// With PickSameSource a move in flight lends its source to the next one.
+func TestPickSameSourceOverlapsMovesFromOneSource(t *testing.T) {
+	top, err := cluster.Parse(nodesText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newScheduler(&Config{Seed: 11, Pick: PickSameSource, SlotPick: SlotsRun, SlotsPerMove: 10}, nil)
+	for i := range 20 {
+		first, ok := s.plan(top, 2*i)
+		if !ok {
+			t.Fatal("no first move")
+		}
+		second, ok := s.plan(top, 2*i+1)
+		if !ok {
+			t.Fatal("no second move")
+		}
+		if second.SourceID != first.SourceID {
+			t.Fatalf("round %d: the second move's source %s is not the first's %s", i, second.SourceID, first.SourceID)
+		}
+		s.release(first, false)
+		s.release(second, false)
+	}
+}

@@ -87,6 +87,9 @@ type MovesReport struct {
 	// as rolled back).
 	Crashed   int `json:"crashed"`
 	GivenBack int `json:"given_back"`
+	// SameSource counts the moved moves that ran while another move from
+	// the same source was in flight: their cutovers share one write pause.
+	SameSource int `json:"same_source_overlaps"`
 }
 
 // MoveEntry is one move.
@@ -236,6 +239,17 @@ func (s *soak) report(workers []*worker, rd *redirects, before, after map[string
 			pauseSpans = append(pauseSpans, span{s.micros(p.Start) - 1000, s.micros(p.End) + 1000})
 		}
 	}
+	for i, a := range moves {
+		if a.class != classMoved {
+			continue
+		}
+		for j, b := range moves {
+			if i != j && b.class != classRefused && a.move.SourceID == b.move.SourceID && b.start.Before(a.end) && a.start.Before(b.end) {
+				r.Moves.SameSource++
+				break
+			}
+		}
+	}
 	slices.Sort(pauses)
 	r.Moves.Pause = summarize(pauses)
 
@@ -354,6 +368,9 @@ func (r *Report) WriteText(w io.Writer) {
 	m := r.Moves
 	fmt.Fprintf(w, "moves: %d started, %d moved, %d refused, %d rolled back, %d failed; %d pauses over 50 ms\n",
 		m.Started, m.Moved, m.Refused, m.RolledBack, m.Failed, m.SlowPauses)
+	if m.SameSource > 0 {
+		fmt.Fprintf(w, "moved while another move from the same source was in flight: %d\n", m.SameSource)
+	}
 	if m.Crashed > 0 {
 		fmt.Fprintf(w, "crashed after the release (--crash-every): %d, given back to their source by fix: %d (counted as rolled back)\n", m.Crashed, m.GivenBack)
 	}

@@ -32,6 +32,10 @@ import (
 const (
 	PickRandom     = "random"      // a random master with slots, a random other master
 	PickRoundRobin = "round-robin" // masters with slots in turn, each to the next master
+	// PickSameSource is PickRandom, except that while a move is in flight
+	// the next one takes its source too: moves from one source overlap,
+	// and their write pauses with them.
+	PickSameSource = "same-source"
 )
 
 // Slot pick modes.
@@ -101,8 +105,8 @@ func (c *Config) normalize() error {
 	if c.Pick == "" {
 		c.Pick = PickRandom
 	}
-	if c.Pick != PickRandom && c.Pick != PickRoundRobin {
-		return fmt.Errorf("pick %q: want %s or %s", c.Pick, PickRandom, PickRoundRobin)
+	if c.Pick != PickRandom && c.Pick != PickRoundRobin && c.Pick != PickSameSource {
+		return fmt.Errorf("pick %q: want %s, %s or %s", c.Pick, PickRandom, PickRoundRobin, PickSameSource)
 	}
 	if c.SlotPick == "" {
 		c.SlotPick = SlotsMixed

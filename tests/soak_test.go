@@ -68,7 +68,9 @@ func soakReport(t *testing.T, r *soak.Report) {
 // see ASK or TRYAGAIN.
 func TestSoakMovesLoseNoWrite(t *testing.T) {
 	duration := 60 * time.Second
-	cfg := soak.Config{Moves: 14, ParallelMoves: 2}
+	// Two moves at a time, from one source where it can: their cutovers
+	// share the source's one write pause.
+	cfg := soak.Config{Moves: 14, ParallelMoves: 2, Pick: soak.PickSameSource}
 	long := os.Getenv("SLOTMOVER_SOAK_DURATION") != ""
 	if long {
 		d, err := time.ParseDuration(os.Getenv("SLOTMOVER_SOAK_DURATION"))
@@ -76,7 +78,10 @@ func TestSoakMovesLoseNoWrite(t *testing.T) {
 			t.Fatalf("SLOTMOVER_SOAK_DURATION: %v", err)
 		}
 		duration = d
-		cfg = soak.Config{MoveEvery: 5 * time.Second, ParallelMoves: 2}
+		cfg = soak.Config{MoveEvery: 5 * time.Second, ParallelMoves: 2, Pick: soak.PickSameSource}
+	}
+	if p := os.Getenv("SLOTMOVER_SOAK_PICK"); p != "" {
+		cfg.Pick = p
 	}
 	c := soakCluster(t)
 	ctx := context.Background()
