@@ -43,9 +43,11 @@ func (p *participants) close() {
 // preflight checks, changing nothing, that the move can be made: both nodes
 // are masters of one cluster, the source owns every chosen slot in every
 // master's view, no chosen slot is migrating or importing anywhere, the
-// target holds no key in them and (unless allowEviction) has room for
-// them under its maxmemory. Every violation is an InputError.
-func preflight(ctx context.Context, source, target Conn, set *slots.Set, allowEviction bool) (_ *participants, err error) {
+// target holds no key in them and (unless o.AllowEviction) has room for
+// them under its maxmemory, and the user may run every command the move
+// needs on every node. Every violation is an InputError.
+func preflight(ctx context.Context, o Options) (_ *participants, err error) {
+	source, target, set := o.Source, o.Target, o.Slots
 	p := &participants{source: source.Client(), target: target.Client()}
 	defer func() {
 		if err != nil {
@@ -106,7 +108,10 @@ func preflight(ctx context.Context, source, target Conn, set *slots.Set, allowEv
 	if err := noKeysOnTarget(ctx, p.target, set); err != nil {
 		return nil, err
 	}
-	if !allowEviction {
+	if err := checkAllPermissions(ctx, p, srcTop, set, !o.KeepSourceConfig); err != nil {
+		return nil, err
+	}
+	if !o.AllowEviction {
 		if err := checkHeadroom(ctx, p.source, p.target, set); err != nil {
 			return nil, err
 		}

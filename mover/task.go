@@ -80,7 +80,7 @@ func (t *task) step(ev Event, cause error) {
 }
 
 func (t *task) run(ctx context.Context) error {
-	p, err := preflight(ctx, t.opts.Source, t.opts.Target, t.opts.Slots, t.opts.AllowEviction)
+	p, err := preflight(ctx, t.opts)
 	if err != nil {
 		return t.fail(err)
 	}

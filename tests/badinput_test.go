@@ -319,6 +319,64 @@ func assertUnchanged(t *testing.T, c *harness.Cluster, before string) {
 	}
 }
 
+// A user that may not run a command the move needs, or a wrong password,
+// is refused before anything changes (exit 2), with the command named: not
+// found half-way, with marks and copies to undo.
+func TestMissingPermissionsAreRefusedFirst(t *testing.T) {
+	c := fourMasters(t)
+	ctx := context.Background()
+	cc := c.Client()
+	defer cc.Close()
+	load(t, cc, 5_000, mustSlots(t, "0-5460"))
+	setUser := func(rules ...string) bool {
+		t.Helper()
+		for _, n := range c.Nodes {
+			cl := n.Client()
+			args := []any{"ACL", "SETUSER", "mover", "reset", "on", ">pw", "allkeys", "allcommands"}
+			for _, r := range rules {
+				args = append(args, r)
+			}
+			err := cl.Do(ctx, args...).Err()
+			cl.Close()
+			if err != nil {
+				t.Logf("this server takes no ACL rule %v: %v", rules, err)
+				return false
+			}
+		}
+		return true
+	}
+	before, err := c.Fingerprint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	move := func(password string) (int, string) {
+		code, _, stderr := runCLI(t, "move", "--source", c.Nodes[0].Addr, "--target", c.Nodes[3].Addr, "--slots", "0-5460",
+			"--user", "mover", "--password", password)
+		return code, stderr
+	}
+	for _, deny := range []string{"-multi", "-evalsha", "-client", "-cluster|setslot", "-client|pause", "-restore-asking", "-replconf"} {
+		if !setUser(deny) {
+			continue
+		}
+		code, stderr := move("pw")
+		// CLIENT as a whole is refused when the move names its connections.
+		named := strings.Contains(stderr, "may not run") || strings.Contains(stderr, "NOPERM")
+		if code != 2 || !named || !strings.Contains(stderr, strings.TrimPrefix(deny, "-")) {
+			t.Fatalf("user without %s: exit %d, %s", deny, code, stderr)
+		}
+		assertUnchanged(t, c, before)
+	}
+	setUser()
+	if code, stderr := move("wrong"); code != 2 || !strings.Contains(stderr, "WRONGPASS") {
+		t.Fatalf("wrong password: exit %d, %s", code, stderr)
+	}
+	assertUnchanged(t, c, before)
+	// The control: the same user with every permission moves.
+	if code, stderr := move("pw"); code != 0 {
+		t.Fatalf("user with every permission: exit %d, %s", code, stderr)
+	}
+}
+
 // A move whose cleanup cannot run (here: the source has no SCRIPT command)
 // has already switched: it exits 3, says what is left and how to finish,
 // and the target serves every key.

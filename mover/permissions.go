@@ -1,0 +1,143 @@
+package mover
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/slots"
+)
+
+// A probe is a command the move will need, in a form the server checks
+// against the user's ACL and then refuses or ignores without changing
+// anything: an out-of-range slot, a bad argument, a key of a slot the node
+// does not own (MOVED). Redis checks the ACL before the arguments and
+// before redirecting, so NOPERM is the only answer that means "not allowed".
+// It works on every version, where ACL DRYRUN needs 7.0 and a permission
+// of its own.
+type probe []any
+
+func (p probe) name() string {
+	if len(p) > 1 {
+		if s, ok := p[1].(string); ok && (p[0] == "CLUSTER" || p[0] == "CLIENT" || p[0] == "CONFIG" || p[0] == "SCRIPT") {
+			return strings.ToLower(p[0].(string) + "|" + s)
+		}
+	}
+	return strings.ToLower(p[0].(string))
+}
+
+// Probes common to the source and the target.
+var nodeProbes = []probe{
+	{"CLUSTER", "NODES"}, {"CLUSTER", "COUNTKEYSINSLOT", 0}, {"CLUSTER", "GETKEYSINSLOT", 0, 0},
+	{"CLUSTER", "DELSLOTS", slots.Count}, {"CLUSTER", "ADDSLOTS", slots.Count}, {"CLUSTER", "SETSLOT", slots.Count, "STABLE"},
+	{"INFO", "replication"}, {"DBSIZE"}, {"FLUSHDB", "slotmover-probe"},
+	{"EVALSHA", strings.Repeat("0", 40), 0}, {"EVAL", "return 1", 0}, {"SCRIPT", "LOAD", "return 1"},
+}
+
+// sourceProbes are what the move runs on the source; key is a key of a
+// slot the source does not own ("" when it owns them all).
+func sourceProbes(key string, tune bool) []probe {
+	ps := append([]probe{
+		{"CLIENT", "PAUSE", "slotmover-probe", "WRITE"}, {"REPLCONF", "slotmover-probe", "x"}, {"COMMAND", "COUNT"}, {"TIME"},
+		{"CONFIG", "GET", "repl-diskless-sync-delay"},
+	}, nodeProbes...)
+	if tune {
+		ps = append(ps, probe{"CONFIG", "SET", "slotmover-probe", "x"})
+	}
+	if key != "" {
+		ps = append(ps, probe{"DUMP", key}, probe{"PTTL", key}, probe{"SET", key, "x"}, probe{"DEL", key}, probe{"UNLINK", key})
+	}
+	return ps
+}
+
+// targetProbes are what the move writes on the target, with key a key of
+// the moving slots (which the target does not own yet).
+func targetProbes(key string) []probe {
+	return append([]probe{
+		{"ASKING"}, {"CLIENT", "REPLY", "slotmover-probe"}, {"CLIENT", "KILL", "ID", 0},
+		{"SET", key, "x"}, {"DEL", key}, {"UNLINK", key}, {"RENAME", key, key}, {"PEXPIREAT", key, 0}, {"DUMP", key},
+		{"RESTORE", key, 0, "x"}, {"RESTORE-ASKING", key, 0, "x"},
+		{"RPUSH", key, "x"}, {"SADD", key, "x"}, {"HSET", key, "f", "x"}, {"ZADD", key, 0, "x"}, {"XADD", key, "*", "f", "x"},
+	}, nodeProbes...)
+}
+
+// otherProbes are what the move tells the other masters.
+var otherProbes = []probe{{"CLUSTER", "NODES"}, {"CLUSTER", "SETSLOT", slots.Count, "STABLE"}}
+
+// checkPermissions runs the probes on c, and MULTI (then DISCARD) on a
+// connection of its own, and refuses the move, naming every command the
+// user may not run.
+func checkPermissions(ctx context.Context, c *redis.Client, role string, probes []probe) error {
+	var denied []string
+	seen := map[string]bool{}
+	deny := func(name string) {
+		if !seen[name] {
+			seen[name] = true
+			denied = append(denied, name)
+		}
+	}
+	for _, p := range probes {
+		err := c.Do(ctx, p...).Err()
+		if isNoPerm(err) {
+			deny(p.name())
+		} else if err != nil && !isReplyError(err) {
+			return refuse("%s %s: %w", role, c.Options().Addr, err)
+		}
+	}
+	conn := c.Conn()
+	defer conn.Close()
+	if err := conn.Do(ctx, "MULTI").Err(); isNoPerm(err) {
+		deny("multi")
+	} else if err == nil {
+		if err := conn.Do(ctx, "DISCARD").Err(); isNoPerm(err) {
+			deny("discard")
+		}
+	}
+	if len(denied) > 0 {
+		user := c.Options().Username
+		if user == "" {
+			user = "default"
+		}
+		return refuse("ACL user %q may not run %s on %s %s, which the move needs: grant them (ACL SETUSER %s +%s)",
+			user, strings.Join(denied, ", "), role, c.Options().Addr, user, strings.Join(denied, " +"))
+	}
+	return nil
+}
+
+func isNoPerm(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOPERM") }
+
+// isReplyError tells a server's refusal of a probe (expected) from a
+// failure to reach it.
+func isReplyError(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) || err == redis.Nil
+}
+
+// keyOutside returns a key of a slot that n does not own, or "".
+func keyOutside(n *cluster.Node) string {
+	for s := range uint16(slots.Count) {
+		if !n.Slots.Contains(s) {
+			return tempKey(s, "probe", 0)
+		}
+	}
+	return ""
+}
+
+// checkAllPermissions probes the source, the target and the other masters.
+func checkAllPermissions(ctx context.Context, p *participants, srcTop *cluster.Topology, set *slots.Set, tune bool) error {
+	if err := checkPermissions(ctx, p.source, "source", sourceProbes(keyOutside(srcTop.Myself), tune)); err != nil {
+		return err
+	}
+	if err := checkPermissions(ctx, p.target, "target", targetProbes(tempKey(set.Slots()[0], "probe", 0))); err != nil {
+		return err
+	}
+	for _, o := range p.others {
+		if err := checkPermissions(ctx, o, "master", otherProbes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
