@@ -311,7 +311,7 @@ func (f *feeder) applyOne(u *stream.Command) error {
 		if f.deferred[string(keys[0])] != 0 {
 			return nil // its resync will bring the key as it is after this command
 		}
-		return f.send(u.Name(), u.Args...)
+		return f.send(u.Name(), absoluteTTL(u.Args, func() int64 { return f.clock.at(u.End) })...)
 	}
 	switch u.Name() {
 	case "DEL", "UNLINK":

@@ -18,6 +18,7 @@ import (
 
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/cutover"
+	"github.com/slotmover/slotmover/internal/info"
 	"github.com/slotmover/slotmover/stream"
 )
 
@@ -52,6 +53,7 @@ type task struct {
 
 	keys, bytes, bigKeys, delta, resynced atomic.Int64
 	lag                                   atomic.Int64
+	clock                                 sourceClock
 	evictedBefore                         int64  // the target's evicted_keys before the move
 	appAddr                               string // the applier's address, as the target knows it
 }
@@ -360,6 +362,11 @@ func (t *task) catchUpAndSwitch(ctx context.Context, link *stream.Link, f *feede
 			}
 		case <-lagTick.C:
 			if t.m.Phase != PhaseCatchUp {
+				// The source's clock is sampled all along: writes made
+				// during the snapshot are applied after it.
+				if _, _, err := t.sourceOffset(ctx); err != nil {
+					return err
+				}
 				continue
 			}
 			if waited := time.Since(catchupStart); waited > t.opts.MaxCatchUp {
@@ -389,7 +396,7 @@ func caughtUp(lag, prev, maxLag int64) bool {
 // tryCutover makes a cutover attempt once the target has caught up (see
 // caughtUp) and no resync is pending. It reports whether ownership switched.
 func (t *task) tryCutover(ctx context.Context, link *stream.Link, f *feeder, catchupStart time.Time) (bool, error) {
-	off, replid, err := sourceOffset(ctx, t.p.source)
+	off, replid, err := t.sourceOffset(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -544,26 +551,28 @@ func hostPort(addr string) string {
 	return "-h " + host + " -p " + port
 }
 
-// sourceOffset reads master_repl_offset and master_replid.
-func sourceOffset(ctx context.Context, c *redis.Client) (int64, string, error) {
-	info, err := c.Info(ctx, "replication").Result()
+// sourceOffset reads master_repl_offset and master_replid, and the
+// source's TIME right after them, which it records on the task's clock of
+// the source (see absoluteTTL).
+func (t *task) sourceOffset(ctx context.Context) (int64, string, error) {
+	c := t.p.source
+	var infoCmd *redis.StringCmd
+	var timeCmd *redis.TimeCmd
+	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		infoCmd = p.Info(ctx, "replication")
+		timeCmd = p.Time(ctx)
+		return nil
+	})
 	if err != nil {
-		return 0, "", fmt.Errorf("INFO replication on source %s: %w", c.Options().Addr, err)
+		return 0, "", fmt.Errorf("INFO replication and TIME on source %s: %w", c.Options().Addr, err)
 	}
-	var off int64 = -1
-	var replid string
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "master_repl_offset:"); ok {
-			fmt.Sscan(v, &off)
-		}
-		if v, ok := strings.CutPrefix(line, "master_replid:"); ok {
-			replid = v
-		}
-	}
-	if off < 0 || replid == "" {
+	f := info.Parse(infoCmd.Val())
+	off, err := f.Int("master_repl_offset")
+	if err != nil || f["master_replid"] == "" {
 		return 0, "", fmt.Errorf("INFO replication on source %s: no offset or replid", c.Options().Addr)
 	}
-	return off, replid, nil
+	t.clock.add(off, timeCmd.Val().UnixMilli(), time.Now())
+	return off, f["master_replid"], nil
 }
 
 // targetRDBVersion finds the RDB version the target writes, from the footer

@@ -13,7 +13,7 @@ const DefaultChunk = 1000
 // scratch, each as its arguments (command name first), with at most chunk
 // elements per command: SET, RPUSH, SADD, HSET (then HPEXPIREAT for field
 // TTLs), ZADD; for streams one XADD per entry with its explicit ID, then
-// XSETID with ENTRIESADDED and MAXDELETEDID, then per group XGROUP CREATE
+// XSETID (with ENTRIESADDED and MAXDELETEDID when the RDB has them), then per group XGROUP CREATE
 // with ENTRIESREAD, XGROUP CREATECONSUMER per consumer, and XCLAIM … FORCE
 // JUSTID with TIME and RETRYCOUNT to rebuild the pending entries. No TTL:
 // the caller sets it. The arguments alias o and key; treat them as read-only.
@@ -126,11 +126,13 @@ func streamCommands(s *Stream, key []byte, chunk int, yield func([][]byte) bool)
 			return
 		}
 	}
-	if !yield([][]byte{
-		[]byte("XSETID"), key, []byte(s.LastID.String()),
-		[]byte("ENTRIESADDED"), strconv.AppendUint(nil, s.EntriesAdded, 10),
-		[]byte("MAXDELETEDID"), []byte(s.MaxDeletedID.String()),
-	}) {
+	setID := [][]byte{[]byte("XSETID"), key, []byte(s.LastID.String())}
+	if s.Counters {
+		setID = append(setID,
+			[]byte("ENTRIESADDED"), strconv.AppendUint(nil, s.EntriesAdded, 10),
+			[]byte("MAXDELETEDID"), []byte(s.MaxDeletedID.String()))
+	}
+	if !yield(setID) {
 		return
 	}
 	for _, g := range s.Groups {

@@ -84,7 +84,11 @@ type Stream struct {
 	FirstID      StreamID
 	MaxDeletedID StreamID
 	EntriesAdded uint64
-	Groups       []StreamGroup
+	// Counters says the RDB recorded EntriesAdded and MaxDeletedID (7.0+):
+	// a stream from an older one is rebuilt without them, as its server
+	// knows no XSETID options.
+	Counters bool
+	Groups   []StreamGroup
 }
 
 // StreamEntry is one stream entry; Fields alternate name and value, in order.
@@ -287,6 +291,7 @@ func streamFromLibrary(typ byte, v *model.StreamObject) *Stream {
 		FirstID:      libID(v.FirstId),
 		MaxDeletedID: libID(v.MaxDeletedId),
 		EntriesAdded: v.AddedEntriesCount,
+		Counters:     typ != TypeStreamListpacks,
 	}
 	if typ == TypeStreamListpacks {
 		// Version 1 does not record it; Redis assumes the length on load.

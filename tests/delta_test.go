@@ -337,6 +337,103 @@ func TestLinkAcknowledgesOnlyWhatTheTargetApplied(t *testing.T) {
 	}
 }
 
+// TTLs set while the stream lags behind keep their expiry time on the
+// target. Redis 6.2 propagates SET … PX, SETEX, EXPIRE and PEXPIRE with
+// relative times, so a command the target applies late would stretch the
+// TTL by the delay; later servers propagate absolute times, and there the
+// test shows they stay so.
+func TestTTLsSetDuringLagKeepTheirExpiry(t *testing.T) {
+	c := fourMasters(t)
+	ctx := context.Background()
+	cc := c.Client()
+	defer cc.Close()
+	set := mustSlots(t, "0-5460")
+	load(t, cc, 2_000, set)
+	inCatchUp := make(chan struct{})
+	var once sync.Once
+	mctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	done := make(chan mover.Summary, 1)
+	go func() {
+		sum, _ := mover.Run(mctx, mover.Options{
+			Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
+			Slots: set, Logger: testLogger(t),
+			// A fence that is never met keeps the move in catch-up.
+			FenceTimeout: time.Nanosecond, MaxAttempts: 1_000_000,
+			Progress: func(p mover.Progress) {
+				if p.Phase == mover.PhaseCatchUp {
+					once.Do(func() { close(inCatchUp) })
+				}
+			},
+		})
+		done <- sum
+	}()
+	select {
+	case <-inCatchUp:
+	case <-mctx.Done():
+		t.Fatal("the move never reached catch-up")
+	}
+	// The target stalls for 2 s: every write below reaches it that late.
+	stall := c.Nodes[3].Client()
+	defer stall.Close()
+	go stall.Do(ctx, "DEBUG", "SLEEP", "2")
+	time.Sleep(50 * time.Millisecond)
+	source := c.Nodes[0].Client()
+	defer source.Close()
+	tag := tagIn(set, 11)
+	want := map[string]int64{} // key → expiry, Unix ms
+	for i, op := range []func(k string) error{
+		func(k string) error { return source.Set(ctx, k, "v", time.Minute).Err() },
+		func(k string) error { return source.SetEx(ctx, k, "v", time.Minute).Err() },
+		func(k string) error { return source.Do(ctx, "PSETEX", k, 60_000, "v").Err() },
+		func(k string) error {
+			if err := source.Set(ctx, k, "v", 0).Err(); err != nil {
+				return err
+			}
+			return source.Expire(ctx, k, time.Minute).Err()
+		},
+		func(k string) error {
+			if err := source.Set(ctx, k, "v", 0).Err(); err != nil {
+				return err
+			}
+			return source.PExpire(ctx, k, time.Minute).Err()
+		},
+	} {
+		k := fmt.Sprint(tag, "ttl", i)
+		if err := op(k); err != nil {
+			t.Fatal(err)
+		}
+		pttl, err := source.PTTL(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[k] = time.Now().UnixMilli() + pttl.Milliseconds()
+	}
+	// Once the target is awake and has applied them: read it there
+	// (ASKING: the slots are still importing).
+	time.Sleep(2500 * time.Millisecond)
+	target := c.Nodes[3].Client()
+	defer target.Close()
+	conn := target.Conn()
+	defer conn.Close()
+	for k, at := range want {
+		var pttl *redis.DurationCmd
+		if _, err := conn.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.Do(ctx, "ASKING")
+			pttl = p.PTTL(ctx, k)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		got := time.Now().UnixMilli() + pttl.Val().Milliseconds()
+		if d := got - at; d > 300 || d < -300 {
+			t.Errorf("%s expires %d ms away from the source's expiry on the target", k, d)
+		}
+	}
+	cancel()
+	<-done
+}
+
 // FLUSHALL on the source while the snapshot streams cuts the RDB short and
 // the move rolls back. Keys it sent the target with replies off may still
 // sit in the target's buffers then; the rollback must end with the target
