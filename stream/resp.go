@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 )
 
@@ -29,12 +30,15 @@ func readCommand(br *bufio.Reader) (args [][]byte, n int64, err error) {
 		}
 		return nil, n, fmt.Errorf("%w: expected an array, got %q", errProtocol, truncate(line))
 	}
+	// Redis 7 takes up to INT_MAX arguments from a client and streams the
+	// command as it came (6.2 stopped at 1M); the list grows as they
+	// arrive, so a corrupt header cannot make us allocate its count.
 	count, err := strconv.Atoi(string(line[1:]))
-	if err != nil || count < 1 || count > 1<<20 {
+	if err != nil || count < 1 || count > math.MaxInt32 {
 		return nil, n, fmt.Errorf("%w: bad array header %q", errProtocol, truncate(line))
 	}
-	args = make([][]byte, count)
-	for i := range args {
+	args = make([][]byte, 0, min(count, 1<<12))
+	for range count {
 		line, err := readLine(br)
 		if err != nil {
 			return nil, n, unexpected(err)
@@ -55,7 +59,7 @@ func readCommand(br *bufio.Reader) (args [][]byte, n int64, err error) {
 			return nil, n, fmt.Errorf("%w: bulk string not followed by CRLF", errProtocol)
 		}
 		n += int64(size) + 2
-		args[i] = arg[:size:size]
+		args = append(args, arg[:size:size])
 	}
 	return args, n, nil
 }
