@@ -42,6 +42,7 @@ type feeder struct {
 	resyncs       map[string]*pendingResync
 	deferredCount atomic.Int64 // len(deferred), for the cutover's fence
 	frozenAt      atomic.Int64 // 1 + the stream offset past which nothing is applied; 0 until the cutover
+	warnedSplit   bool
 }
 
 // freeze stops applying the stream at and past off, and freeze(-1) lifts
@@ -260,6 +261,7 @@ func (f *feeder) applyDelta(cmd *stream.Command) error {
 	units := []stream.Command{*cmd}
 	if cmd.Tx != nil {
 		units = cmd.Tx
+		f.warnSplit(cmd)
 	}
 	for i := range units {
 		if err := f.check(&units[i]); err != nil {
@@ -273,6 +275,26 @@ func (f *feeder) applyDelta(cmd *stream.Command) error {
 	}
 	f.app.Mark(cmd.End)
 	return nil
+}
+
+// warnSplit logs, once per move, a transaction (or a script with
+// allow-cross-slot-keys) that writes both moving slots and others: the
+// target gets only its part, and the two parts end up on different nodes.
+func (f *feeder) warnSplit(cmd *stream.Command) {
+	if f.warnedSplit {
+		return
+	}
+	in, out := false, false
+	for _, u := range cmd.Tx {
+		if u.Class == stream.ClassKeyed {
+			in = in || f.opts.Slots.Contains(u.Slot)
+			out = out || !f.opts.Slots.Contains(u.Slot)
+		}
+	}
+	if in && out {
+		f.warnedSplit = true
+		f.log.Warn("a transaction or cross-slot script wrote the moving slots and others at once: after the move its parts are on different nodes (logged once)", "offset", cmd.Start)
+	}
 }
 
 // ErrSourceFlushed cancels a move whose source ran FLUSHALL or FLUSHDB.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -111,6 +113,9 @@ func preflight(ctx context.Context, o Options) (_ *participants, err error) {
 	if err := checkAllPermissions(ctx, p, srcTop, set, !o.KeepSourceConfig); err != nil {
 		return nil, err
 	}
+	if err := sameFunctions(ctx, p.source, p.target); err != nil {
+		return nil, err
+	}
 	if !o.AllowEviction {
 		if err := checkHeadroom(ctx, p.source, p.target, set); err != nil {
 			return nil, err
@@ -175,4 +180,55 @@ func noKeysOnTarget(ctx context.Context, target *redis.Client, set *slots.Set) e
 func isInput(err error) bool {
 	var ie *InputError
 	return errors.As(err, &ie)
+}
+
+// sameFunctions refuses a move from a source whose function libraries the
+// target lacks or has in another version: an FCALL on the moved keys would
+// fail, or do something else, once the target serves them. Servers before
+// 7.0 have no functions.
+func sameFunctions(ctx context.Context, source, target *redis.Client) error {
+	src, err := libraries(ctx, source)
+	if err != nil || len(src) == 0 {
+		return nil // no FUNCTION command, or no library: nothing to carry
+	}
+	tgt, err := libraries(ctx, target)
+	if err != nil {
+		return refuse("the source has function libraries (%s) and target %s cannot list its own: %w", strings.Join(slices.Sorted(maps.Keys(src)), ", "), target.Options().Addr, err)
+	}
+	var missing, differ []string
+	for name, code := range src {
+		switch tc, ok := tgt[name]; {
+		case !ok:
+			missing = append(missing, name)
+		case tc != code:
+			differ = append(differ, name)
+		}
+	}
+	if len(missing)+len(differ) == 0 {
+		return nil
+	}
+	slices.Sort(missing)
+	slices.Sort(differ)
+	var what []string
+	if len(missing) > 0 {
+		what = append(what, "lacks the source's function libraries "+strings.Join(missing, ", "))
+	}
+	if len(differ) > 0 {
+		what = append(what, "has other code for the function libraries "+strings.Join(differ, ", "))
+	}
+	return refuse("target %s %s: FCALLs on the moved keys would fail or differ there. Load the source's first (FUNCTION DUMP on the source, FUNCTION RESTORE on the target)",
+		target.Options().Addr, strings.Join(what, " and "))
+}
+
+// libraries maps a node's function libraries to their code.
+func libraries(ctx context.Context, c *redis.Client) (map[string]string, error) {
+	list, err := c.FunctionList(ctx, redis.FunctionListQuery{WithCode: true}).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, l := range list {
+		out[l.Name] = l.Code
+	}
+	return out, nil
 }

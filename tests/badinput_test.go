@@ -377,6 +377,42 @@ func TestMissingPermissionsAreRefusedFirst(t *testing.T) {
 	}
 }
 
+// Function libraries live on each node: a target without the source's
+// would fail every FCALL on the moved keys. The move is refused until the
+// target has them, with the same code.
+func TestMoveNeedsTheSourcesFunctionsOnTheTarget(t *testing.T) {
+	c := fourMasters(t)
+	ctx := context.Background()
+	source, target := c.Nodes[0].Client(), c.Nodes[3].Client()
+	defer source.Close()
+	defer target.Close()
+	lib := "#!lua name=counters\nredis.register_function('bump', function(keys) return redis.call('INCR', keys[1]) end)"
+	if err := source.FunctionLoad(ctx, lib).Err(); err != nil {
+		t.Skipf("this server has no functions: %v", err)
+	}
+	before, err := c.Fingerprint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"move", "--source", c.Nodes[0].Addr, "--target", c.Nodes[3].Addr, "--slots", "0-100"}
+	if code, _, stderr := runCLI(t, args...); code != 2 || !strings.Contains(stderr, "lacks the source's function libraries counters") {
+		t.Fatalf("target without the source's library: exit %d, %s", code, stderr)
+	}
+	assertUnchanged(t, c, before)
+	if err := target.FunctionLoad(ctx, strings.Replace(lib, "INCR", "DECR", 1)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCLI(t, args...); code != 2 || !strings.Contains(stderr, "other code for the function libraries counters") || strings.Contains(stderr, "lacks") {
+		t.Fatalf("target with other code for the library: exit %d, %s", code, stderr)
+	}
+	if err := target.FunctionLoadReplace(ctx, lib).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCLI(t, args...); code != 0 {
+		t.Fatalf("target with the library: exit %d, %s", code, stderr)
+	}
+}
+
 // A move whose cleanup cannot run (here: the source has no SCRIPT command)
 // has already switched: it exits 3, says what is left and how to finish,
 // and the target serves every key.
