@@ -75,6 +75,14 @@ func preflight(ctx context.Context, o Options) (_ *participants, err error) {
 	case !tgtTop.Myself.Is("master"):
 		return nil, refuse("target %s is a replica (of %s), not a master", target.Addr, tgtTop.Myself.MasterID)
 	}
+	for _, n := range []struct {
+		c    *redis.Client
+		role string
+	}{{p.source, "source"}, {p.target, "target"}} {
+		if cmd := builtInMigration(ctx, n.c); cmd != "" {
+			return nil, refuse("%s %s has atomic slot migration built in (%s): use it; slotmover moves slots for servers without it", n.role, n.c.Options().Addr, cmd)
+		}
+	}
 	if missing := notOwned(srcTop.Myself, set); missing != "" {
 		return nil, refuse("source %s does not own slots %s", source.Addr, missing)
 	}
@@ -231,4 +239,18 @@ func libraries(ctx context.Context, c *redis.Client) (map[string]string, error) 
 		out[l.Name] = l.Code
 	}
 	return out, nil
+}
+
+// builtInMigration names the server's own atomic slot migration command
+// (Redis 8.4's CLUSTER MIGRATION, Valkey 9's CLUSTER MIGRATESLOTS), or ""
+// for a server without one. COMMAND INFO answers nil for a command the
+// server does not know.
+func builtInMigration(ctx context.Context, c *redis.Client) string {
+	for _, name := range []string{"cluster|migration", "cluster|migrateslots"} {
+		reply, err := c.Do(ctx, "COMMAND", "INFO", name).Slice()
+		if err == nil && len(reply) == 1 && reply[0] != nil {
+			return strings.ToUpper(strings.ReplaceAll(name, "|", " "))
+		}
+	}
+	return ""
 }

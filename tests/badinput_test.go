@@ -413,6 +413,30 @@ func TestMoveNeedsTheSourcesFunctionsOnTheTarget(t *testing.T) {
 	}
 }
 
+// A server with atomic slot migration built in (Redis 8.4's CLUSTER
+// MIGRATION) does the job itself: slotmover says so and steps aside.
+func TestServerWithBuiltInMigrationIsLeftToIt(t *testing.T) {
+	bin, err := filepath.Abs(filepath.Join("..", "..", "shared", "redis-builds", "redis-unstable-asm", "redis-server"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Skipf("skipped: no Redis build with atomic slot migration at %s", bin)
+	}
+	defer func(was string) { harness.ServerBin = was }(harness.ServerBin)
+	harness.ServerBin = bin
+	c := harness.ClusterT(t, []string{"0-16383", ""}, harness.Options{})
+	before, err := c.Fingerprint(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCLI(t, "move", "--source", c.Nodes[0].Addr, "--target", c.Nodes[1].Addr, "--slots", "0-100")
+	if code != 2 || !strings.Contains(stderr, "atomic slot migration built in (CLUSTER MIGRATION)") {
+		t.Fatalf("move on a server with built-in migration: exit %d, %s", code, stderr)
+	}
+	assertUnchanged(t, c, before)
+}
+
 // A move whose cleanup cannot run (here: the source has no SCRIPT command)
 // has already switched: it exits 3, says what is left and how to finish,
 // and the target serves every key.
