@@ -37,7 +37,8 @@ type Applier struct {
 	head     int
 	inflight int
 	acked    int64
-	sent     int64 // commands sent, for stats
+	sent     int64    // commands sent, for stats
+	gone     [][]byte // keys a guarded command found gone (see guardScript)
 	err      error
 
 	stop chan struct{}
@@ -50,6 +51,7 @@ type pending struct {
 	reply bool
 	end   int64  // offset acknowledged with this entry; 0 for none
 	label string // what the command was, for errors
+	guard []byte // the key, for a command sent through guardScript
 }
 
 // Dial connects to the target and authenticates. start is the offset that
@@ -80,6 +82,35 @@ func Dial(ctx context.Context, c Conn, window int, start int64) (*Applier, error
 // Send and Mark are called from one goroutine: their order is the order on
 // the wire.
 func (a *Applier) Send(end int64, label string, args ...[]byte) error {
+	return a.send(pending{reply: true, end: end, label: label}, args)
+}
+
+// SendGuarded sends a command on key through guardScript (loaded on the
+// target): it runs only if the key still exists there; if not, the key is
+// reported by TakeGone once the reply is in.
+func (a *Applier) SendGuarded(label string, key []byte, args ...[]byte) error {
+	full := make([][]byte, 0, 4+len(args))
+	full = append(full, argEvalSHA, guardSHA, argOne, key)
+	return a.send(pending{reply: true, label: label, guard: key}, append(full, args...))
+}
+
+// TakeGone returns the keys guarded commands found gone since the last call.
+func (a *Applier) TakeGone() [][]byte {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	g := a.gone
+	a.gone = nil
+	return g
+}
+
+// Gone reports how many keys wait to be taken by TakeGone.
+func (a *Applier) Gone() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.gone)
+}
+
+func (a *Applier) send(p pending, args [][]byte) error {
 	a.mu.Lock()
 	if a.inflight >= a.window && a.err == nil {
 		a.mu.Unlock()
@@ -93,7 +124,7 @@ func (a *Applier) Send(end int64, label string, args ...[]byte) error {
 		defer a.mu.Unlock()
 		return a.err
 	}
-	a.queue = append(a.queue, pending{reply: true, end: end, label: label})
+	a.queue = append(a.queue, p)
 	a.inflight++
 	a.sent++
 	a.mu.Unlock()
@@ -250,7 +281,20 @@ func (a *Applier) flushLoop() {
 
 func (a *Applier) readReplies(br *bufio.Reader) {
 	for {
-		rerr := readReply(br)
+		line, rerr := readReplyLine(br)
+		var gone bool
+		if rerr == nil {
+			// Only this goroutine takes from the queue, and an entry is
+			// queued before its command is written: the head is this reply's.
+			a.mu.Lock()
+			guarded := a.head < len(a.queue) && a.queue[a.head].guard != nil
+			a.mu.Unlock()
+			if guarded {
+				gone, rerr = readGuardedReply(br, line)
+			} else {
+				rerr = readReplyRest(br, line)
+			}
+		}
 		a.mu.Lock()
 		var re replyError
 		if rerr != nil && !errors.As(rerr, &re) {
@@ -270,6 +314,9 @@ func (a *Applier) readReplies(br *bufio.Reader) {
 			a.failLocked(fmt.Errorf("%s on %s: %w", p.label, a.addr, rerr))
 			a.mu.Unlock()
 			return
+		}
+		if gone {
+			a.gone = append(a.gone, p.guard)
 		}
 		if p.end != 0 {
 			a.acked = p.end

@@ -43,6 +43,7 @@ type feeder struct {
 	deferredCount atomic.Int64 // len(deferred), for the cutover's fence
 	frozenAt      atomic.Int64 // 1 + the stream offset past which nothing is applied; 0 until the cutover
 	warnedSplit   bool
+	expiring      *expiring // keys that may expire on the target before the stream reaches them
 }
 
 // freeze stops applying the stream at and past off, and freeze(-1) lifts
@@ -69,6 +70,9 @@ func (f *feeder) run(ctx context.Context, snapDone chan<- struct{}) error {
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	close(snapDone)
+	if err := guardScript.Load(ctx, f.target).Err(); err != nil {
+		return fmt.Errorf("load the expiry guard on the target: %w", err)
+	}
 
 	r := f.link.Commands(f.keyTable)
 	for {
@@ -103,7 +107,9 @@ func (f *feeder) snapshot(ctx context.Context) error {
 			return err
 		}
 	}
-	sc := rdbparse.NewScanner(bufio.NewReaderSize(f.link.RDB(), 1<<20), f.opts.Slots)
+	// A key that expired before its turn is not copied, but the stream
+	// may still hold writes the source made to it in time: guard it.
+	sc := rdbparse.NewScanner(bufio.NewReaderSize(f.link.RDB(), 1<<20), f.opts.Slots, rdbparse.OnExpired(f.expiring.track))
 	for {
 		e, err := sc.Next()
 		if err == io.EOF {
@@ -158,6 +164,7 @@ func (f *feeder) replies(on bool) error {
 // collection or a target too old for the payload's RDB version, as chunked
 // commands.
 func (f *feeder) copyEntry(e *rdbparse.Entry, version int, quiet bool) error {
+	f.expiring.track(e.Key, e.ExpireAt)
 	f.keys.Add(1)
 	f.bytes.Add(int64(len(e.Payload)))
 	if e.Type == rdbparse.TypeString {
@@ -251,6 +258,13 @@ func (f *feeder) applyDelta(cmd *stream.Command) error {
 		f.app.Mark(cmd.End)
 		return nil
 	}
+	for _, k := range f.app.TakeGone() {
+		if f.deferred[string(k)] == 0 {
+			if err := f.resync(slots.ForKey(k), [][]byte{k}); err != nil {
+				return err
+			}
+		}
+	}
 	if r := f.resyncOf(cmd); r != nil {
 		if err := f.finishResync(r); err != nil {
 			return err
@@ -333,11 +347,26 @@ func (f *feeder) applyOne(u *stream.Command) error {
 		if f.deferred[string(keys[0])] != 0 {
 			return nil // its resync will bring the key as it is after this command
 		}
-		return f.send(u.Name(), absoluteTTL(u.Args, func() int64 { return f.clock.at(u.End) })...)
+		args := absoluteTTL(u.Args, func() int64 { return f.clock.at(u.End) })
+		if f.expiring.guarded(keys[0]) {
+			if err := f.app.Send(0, u.Name(), argAsking); err != nil {
+				return err
+			}
+			if err := f.app.SendGuarded(u.Name(), keys[0], args...); err != nil {
+				return err
+			}
+		} else if err := f.send(u.Name(), args...); err != nil {
+			return err
+		}
+		if name := u.Name(); name == "DEL" || name == "UNLINK" {
+			f.expiring.forget(keys[0])
+		}
+		return nil
 	}
 	switch u.Name() {
 	case "DEL", "UNLINK":
 		for _, k := range u.Keys {
+			f.expiring.forget(u.Args[k])
 			if f.deferred[string(u.Args[k])] == 0 {
 				if err := f.send(u.Name(), u.Args[0], u.Args[k]); err != nil {
 					return err
@@ -455,6 +484,7 @@ func (f *feeder) finishResync(r *pendingResync) error {
 		}
 		delete(f.deferred, k)
 		payload, err := r.dumps[i].Bytes()
+		f.expiring.forget([]byte(k))
 		switch {
 		case err == redis.Nil:
 			err = f.send("resync", []byte("DEL"), []byte(k))

@@ -3,6 +3,7 @@ package mover
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"strconv"
 )
 
@@ -15,16 +16,45 @@ func (e replyError) Error() string { return string(e) }
 // reply found in it (an EXEC reply carries the errors of queued commands as
 // elements) as a replyError, or a transport error.
 func readReply(br *bufio.Reader) error {
+	line, err := readReplyLine(br)
+	if err != nil {
+		return err
+	}
+	return readReplyRest(br, line)
+}
+
+// readReplyLine reads a reply's first line, with its CRLF. It is valid
+// until the next read from br.
+func readReplyLine(br *bufio.Reader) ([]byte, error) {
 	line, err := br.ReadSlice('\n')
 	if err != nil {
 		if err == bufio.ErrBufferFull {
-			return fmt.Errorf("reply line longer than %d bytes", br.Size())
+			return nil, fmt.Errorf("reply line longer than %d bytes", br.Size())
 		}
-		return err
+		return nil, err
 	}
 	if len(line) < 3 || line[len(line)-2] != '\r' {
-		return fmt.Errorf("malformed reply line %q", line)
+		return nil, fmt.Errorf("malformed reply line %q", line)
 	}
+	return line, nil
+}
+
+// readGuardedReply reads the rest of the reply of a command sent through
+// guardScript, whose first line is line: whether it is the guard's answer
+// that the key was gone; otherwise as readReply.
+func readGuardedReply(br *bufio.Reader, line []byte) (gone bool, err error) {
+	if string(line) != goneHeader {
+		return false, readReplyRest(br, line)
+	}
+	body := make([]byte, len(goneReply)+2)
+	if _, err := io.ReadFull(br, body); err != nil {
+		return false, err
+	}
+	return string(body[:len(goneReply)]) == goneReply, nil
+}
+
+// readReplyRest reads the rest of a reply whose first line is line.
+func readReplyRest(br *bufio.Reader, line []byte) error {
 	body := line[1 : len(line)-2]
 	switch line[0] {
 	case '+', ':':

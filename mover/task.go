@@ -298,7 +298,7 @@ func (t *task) copyAndSwitch(ctx context.Context) error {
 	f := &feeder{
 		task: t, link: link, app: app, keyTable: keyTable, targetVersion: targetVersion,
 		source: t.p.source, target: t.p.target, deferred: map[string]uint64{}, resyncs: map[string]*pendingResync{},
-		valueBuf: make([]byte, 0, 32),
+		valueBuf: make([]byte, 0, 32), expiring: newExpiring(),
 	}
 	go func() {
 		defer wg.Done()
@@ -405,7 +405,7 @@ func (t *task) tryCutover(ctx context.Context, link *stream.Link, f *feeder, cat
 	}
 	lag := off - f.app.Acked()
 	prev := t.lag.Swap(lag)
-	if !caughtUp(lag, prev, t.opts.MaxLag) || f.deferredCount.Load() > 0 {
+	if !caughtUp(lag, prev, t.opts.MaxLag) || f.deferredCount.Load() > 0 || f.app.Gone() > 0 {
 		return false, nil
 	}
 	t.step(EvLagLow, nil)
@@ -434,8 +434,9 @@ func (t *task) cutover(ctx context.Context, f *feeder) (bool, error) {
 				return err
 			}
 			// Keys waiting for a resync are not on the target yet; their
-			// marker cannot reach the paused source.
-			if n := f.deferredCount.Load(); n > 0 {
+			// marker cannot reach the paused source. Nor can a resync of
+			// keys the target expired before the stream reached them.
+			if n := f.deferredCount.Load() + int64(f.app.Gone()); n > 0 {
 				return fmt.Errorf("%w: %d keys wait for a resync", cutover.ErrFenceMissed, n)
 			}
 			return nil

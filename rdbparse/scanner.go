@@ -110,14 +110,23 @@ func WithClock(now func() time.Time) Option {
 	return func(s *Scanner) { s.now = now }
 }
 
+// OnExpired sets a function called with every key of a chosen slot that
+// the scanner leaves out because it has expired already, and its expiry
+// time; the key is valid only during the call.
+func OnExpired(fn func(key []byte, expireAt int64)) Option {
+	return func(s *Scanner) { s.onExpired = fn }
+}
+
 // Scanner reads one RDB stream and returns the keys of the chosen slots.
 type Scanner struct {
-	rd      reader
-	want    *slots.Set
-	now     func() time.Time
-	version int
-	err     error // sticky: io.EOF after the checksum, or the first failure
-	started bool
+	rd   reader
+	want *slots.Set
+	now  func() time.Time
+	// onExpired hears of chosen keys left out as expired (OnExpired).
+	onExpired func(key []byte, expireAt int64)
+	version   int
+	err       error // sticky: io.EOF after the checksum, or the first failure
+	started   bool
 
 	db       int
 	expireAt int64
@@ -313,6 +322,9 @@ func (s *Scanner) keyValue(typ byte) (*Entry, error) {
 	if chosen && expireAt != 0 && expireAt < s.now().UnixMilli() {
 		chosen = false
 		s.stats.Expired++
+		if s.onExpired != nil {
+			s.onExpired(s.key, expireAt)
+		}
 	} else if !chosen {
 		s.stats.Skipped++
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -432,6 +434,93 @@ func TestTTLsSetDuringLagKeepTheirExpiry(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// The target expires keys by its own clock. A key copied with a short TTL
+// that the application extends (or writes) on the source before it runs
+// out must not be lost because the target, here stalled, sees the
+// extension only after that time: it must end as on the source. A key that
+// simply runs out stays gone.
+func TestKeysExtendedBeforeTheyExpireSurviveALateTarget(t *testing.T) {
+	c := fourMasters(t)
+	ctx := context.Background()
+	cc := c.Client()
+	defer cc.Close()
+	set := mustSlots(t, "0-5460")
+	// Enough keys for a snapshot that outlasts the first progress report.
+	load(t, cc, 200_000, set)
+	source := c.Nodes[0].Client()
+	defer source.Close()
+	tag := tagIn(set, 12)
+	short := 2 * time.Second
+	keys := map[string]func() error{ // key → what extends or writes it in time
+		tag + "str": func() error { return source.PExpire(ctx, tag+"str", time.Minute).Err() },
+		tag + "hash": func() error {
+			if err := source.HIncrBy(ctx, tag+"hash", "f", 1).Err(); err != nil {
+				return err
+			}
+			return source.PExpire(ctx, tag+"hash", time.Minute).Err()
+		},
+		tag + "counter": func() error { return source.Set(ctx, tag+"counter", "41", time.Minute).Err() },
+		tag + "list":    func() error { return source.Persist(ctx, tag+"list").Err() },
+	}
+	for _, err := range []error{
+		source.Set(ctx, tag+"str", "v", short).Err(),
+		source.HSet(ctx, tag+"hash", "f", 1).Err(), source.PExpire(ctx, tag+"hash", short).Err(),
+		source.Set(ctx, tag+"counter", "40", short).Err(),
+		source.RPush(ctx, tag+"list", "a", "b").Err(), source.PExpire(ctx, tag+"list", short).Err(),
+		source.Set(ctx, tag+"expires", "v", short).Err(),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	target := c.Nodes[3].Client()
+	defer target.Close()
+	mctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	done := make(chan mover.Summary, 1)
+	go func() {
+		sum, _ := mover.Run(mctx, mover.Options{
+			Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
+			Slots: set, Logger: testLogger(t),
+		})
+		done <- sum
+	}()
+	// Once the copy has begun, the target stalls past the keys' expiry,
+	// and the source extends them before it.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Microsecond) {
+		if n, _ := target.DBSize(ctx).Result(); n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the copy never began")
+		}
+	}
+	stall := c.Nodes[3].Client()
+	defer stall.Close()
+	go stall.Do(ctx, "DEBUG", "SLEEP", "3")
+	time.Sleep(20 * time.Millisecond)
+	for k, extend := range keys {
+		if err := extend(); err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+	}
+	want, err := harness.Capture(ctx, source, slices.Collect(maps.Keys(keys)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := <-done
+	if sum.Result != mover.ResultMoved {
+		t.Fatalf("move: %s: %s", sum.Result, sum.Error)
+	}
+	if err := want.Compare(ctx, target); err != nil {
+		t.Fatalf("keys extended in time, on the target after the move: %v", err)
+	}
+	if n, err := target.Exists(ctx, tag+"expires").Result(); err != nil || n != 0 {
+		t.Fatalf("a key that ran out is back on the target (%d, %v)", n, err)
+	}
+	t.Logf("%d keys resynced", sum.KeysResynced)
 }
 
 // FLUSHALL on the source while the snapshot streams cuts the RDB short and
