@@ -371,18 +371,25 @@ func union(a, b []string) []string {
 
 // schedule hands out move sequence numbers, one every MoveEvery (or as soon
 // as a lane is free after that), until the end of the load or the number
-// of moves asked for; then it closes starts.
+// of moves asked for; then it closes starts. With PickSameSource it hands
+// them out ParallelMoves at a time, so that moves from one source overlap.
 func (s *soak) schedule(ctx context.Context, starts chan<- int, end time.Time) {
 	defer close(starts)
+	burst := 1
+	if s.cfg.Pick == PickSameSource {
+		burst = s.cfg.ParallelMoves
+	}
 	next := s.t0.Add(s.cfg.MoveEvery)
 	for seq := 1; s.cfg.Moves == 0 || seq <= s.cfg.Moves; seq++ {
 		if next.After(end) {
 			return
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Until(next)):
+		if (seq-1)%burst == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Until(next)):
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -390,6 +397,9 @@ func (s *soak) schedule(ctx context.Context, starts chan<- int, end time.Time) {
 		case <-time.After(time.Until(end)):
 			return
 		case starts <- seq:
+		}
+		if seq%burst != 0 {
+			continue
 		}
 		next = next.Add(s.cfg.MoveEvery)
 		if now := time.Now(); next.Before(now) {
