@@ -225,3 +225,35 @@ func TestLockSourceSerializes(t *testing.T) {
 	}
 	again()
 }
+
+// Once the source has released the slots, a cancelled caller (SIGTERM) must
+// not stop the claim: the slots would be left between two nodes, clients
+// bouncing, until fix. The switch finishes on a context of its own.
+func TestSwitchClaimsAfterTheReleaseEvenWhenCancelled(t *testing.T) {
+	c, source, other, target := pauseTestCluster(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	calls := 0
+	res, err := Switch(ctx, Nodes{Source: source, Target: target, SourceID: c.IDs[0], TargetID: c.IDs[2], Others: []*redis.Client{other}},
+		Plan{Slots: slots.NewSet(slots.Range{Start: 0, End: 199}), PauseBudget: 2 * time.Second, FenceTimeout: 250 * time.Millisecond},
+		func(context.Context, int64) error {
+			calls++
+			if calls == 1 {
+				breakPause(t, c.Nodes[0].Addr, 3) // so that there is a wait after the release
+			} else {
+				cancel() // the caller is told to stop, after the release
+			}
+			return nil
+		},
+		func(int64) {})
+	if err != nil || !res.Released || calls != 2 {
+		t.Fatalf("switch cancelled after the release: released %v, fence calls %d, %v", res.Released, calls, err)
+	}
+	tgt, err := cluster.Load(context.Background(), target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tgt.Myself.Slots.Contains(0) || !tgt.Myself.Slots.Contains(199) {
+		t.Fatalf("the target did not claim: owns %s", &tgt.Myself.Slots)
+	}
+}
