@@ -196,3 +196,15 @@ func CountKeys(ctx context.Context, c *redis.Client, of []uint16) ([]int64, erro
 	}
 	return counts, nil
 }
+
+// SlotsCommand is CLUSTER <sub> followed by every slot of list, as the
+// arguments of one command (ADDSLOTS, DELSLOTS: lists, which Redis 6.2 has,
+// where the RANGE forms are 7.0+).
+func SlotsCommand(sub string, list []uint16) []any {
+	args := make([]any, 0, 2+len(list))
+	args = append(args, "CLUSTER", sub)
+	for _, s := range list {
+		args = append(args, s)
+	}
+	return args
+}

@@ -277,9 +277,9 @@ func giveBack(ctx context.Context, source *redis.Client, p Plan) error {
 	all := p.Slots.Slots()
 	cmds, err := source.TxPipelined(ctx, func(pl redis.Pipeliner) error {
 		if !p.SetSlotPaused {
-			pl.Do(ctx, slotsCommand("DELSLOTS", all)...)
+			pl.Do(ctx, cluster.SlotsCommand("DELSLOTS", all)...)
 		}
-		pl.Do(ctx, slotsCommand("ADDSLOTS", all)...)
+		pl.Do(ctx, cluster.SlotsCommand("ADDSLOTS", all)...)
 		return nil
 	})
 	if err != nil {
@@ -417,7 +417,7 @@ func execTx(ctx context.Context, tx *queuedTx) ([]any, error) {
 // 7.0+). INFO comes last: inside the transaction, the offset it reports is
 // the stream's position at the release.
 func releaseCommands(ctx context.Context, pl redis.Pipeliner, targetID string, p Plan) {
-	pl.Do(ctx, slotsCommand("DELSLOTS", p.Slots.Slots())...)
+	pl.Do(ctx, cluster.SlotsCommand("DELSLOTS", p.Slots.Slots())...)
 	if !p.SetSlotPaused {
 		setSlotNodeCommands(ctx, pl, targetID, p.Slots)
 	}
@@ -435,8 +435,8 @@ func releaseCommands(ctx context.Context, pl redis.Pipeliner, targetID string, p
 func claimCommands(ctx context.Context, p redis.Pipeliner, targetID string, set *slots.Set) {
 	all := set.Slots()
 	if rest := all[:len(all)-1]; len(rest) > 0 {
-		p.Do(ctx, slotsCommand("DELSLOTS", rest)...)
-		p.Do(ctx, slotsCommand("ADDSLOTS", rest)...)
+		p.Do(ctx, cluster.SlotsCommand("DELSLOTS", rest)...)
+		p.Do(ctx, cluster.SlotsCommand("ADDSLOTS", rest)...)
 	}
 	p.Do(ctx, "CLUSTER", "SETSLOT", all[len(all)-1], "NODE", targetID)
 }
@@ -466,16 +466,6 @@ func Claim(ctx context.Context, target *redis.Client, targetID string, set *slot
 		time.Sleep(50 * time.Millisecond)
 	}
 	return err
-}
-
-// slotsCommand is CLUSTER <sub> followed by every slot.
-func slotsCommand(sub string, list []uint16) []any {
-	args := make([]any, 0, 2+len(list))
-	args = append(args, "CLUSTER", sub)
-	for _, s := range list {
-		args = append(args, s)
-	}
-	return args
 }
 
 // firstCmdErr names the first command of a pipeline that failed.

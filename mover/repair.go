@@ -505,9 +505,9 @@ func giveBack(ctx context.Context, source, target *redis.Client, r Repair) error
 	if len(add) > 0 {
 		cmds, err := source.TxPipelined(ctx, func(pl redis.Pipeliner) error {
 			if len(unassign) > 0 {
-				pl.Do(ctx, slotsArgs("DELSLOTS", unassign)...)
+				pl.Do(ctx, cluster.SlotsCommand("DELSLOTS", unassign)...)
 			}
-			pl.Do(ctx, slotsArgs("ADDSLOTS", add)...)
+			pl.Do(ctx, cluster.SlotsCommand("ADDSLOTS", add)...)
 			return nil
 		})
 		if err != nil {
@@ -568,16 +568,6 @@ func keysBacked(ctx context.Context, holder, backer *redis.Client, set *slots.Se
 		}
 	}
 	return nil
-}
-
-// slotsArgs is CLUSTER <sub> followed by every slot.
-func slotsArgs(sub string, list []uint16) []any {
-	args := make([]any, 0, 2+len(list))
-	args = append(args, "CLUSTER", sub)
-	for _, s := range list {
-		args = append(args, s)
-	}
-	return args
 }
 
 // readTimeout bounds the reading of one master: one that does not answer
