@@ -313,6 +313,11 @@ func (l *Link) ackLoop() {
 	defer fast.Stop()
 	rdbDone := l.rdbDone
 	var fastC <-chan time.Time
+	// owed is the offset a GETACK asked about that the consumer had not
+	// applied yet: ACK every 10 ms until it has (WAIT on the master waits
+	// for it), at most a second.
+	var owed int64
+	var owedUntil time.Time
 	for {
 		select {
 		case <-l.done:
@@ -320,24 +325,31 @@ func (l *Link) ackLoop() {
 		case <-rdbDone:
 			rdbDone, fastC = nil, fast.C
 		case <-fastC:
-			if streamed, _ := l.cmds.stats(); streamed > 0 {
+			streamed, _ := l.cmds.stats()
+			if streamed > 0 && owed == 0 {
 				fastC = nil
 				continue
 			}
 		case <-slow.C:
 		case <-l.kick:
+			owed, owedUntil = l.Offset+l.consumed.Load(), time.Now().Add(time.Second)
+			fastC = fast.C
 		}
-		if err := l.sendAck(); err != nil {
+		acked, err := l.sendAck()
+		if err != nil {
 			l.fail(fmt.Errorf("send REPLCONF ACK: %w", err))
 			return
+		}
+		if owed != 0 && (acked >= owed || time.Now().After(owedUntil)) {
+			owed = 0
 		}
 	}
 }
 
 // sendAck acknowledges what the consumer has taken (or applied, see
 // Config.Applied), as a replica acknowledges what it has processed; bytes
-// merely spooled are not acknowledged.
-func (l *Link) sendAck() error {
+// merely spooled are not acknowledged. It returns the offset sent.
+func (l *Link) sendAck() (int64, error) {
 	off := l.Offset + l.consumed.Load()
 	if l.cfg.Applied != nil {
 		off = max(min(off, l.cfg.Applied()), 0)
@@ -346,7 +358,7 @@ func (l *Link) sendAck() error {
 	defer l.writeMu.Unlock()
 	l.conn.SetWriteDeadline(time.Now().Add(l.cfg.Timeout))
 	_, err := l.conn.Write(resp.Append(nil, "REPLCONF", "ACK", strconv.FormatInt(off, 10)))
-	return err
+	return off, err
 }
 
 func (l *Link) ackNow() {

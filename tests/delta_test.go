@@ -16,6 +16,7 @@ import (
 
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/mover"
+	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/tests/harness"
 )
 
@@ -272,6 +273,37 @@ func TestResyncsOfExpiringAndHotKeys(t *testing.T) {
 	}
 }
 
+// moveHeldInCatchUp starts a move of set from the first master to the
+// fourth that stays in catch-up (a fence that is never met) until cancel,
+// and returns once it is there; done gives its summary at the end.
+func moveHeldInCatchUp(t *testing.T, c *harness.Cluster, set *slots.Set) (done <-chan mover.Summary, cancel func()) {
+	t.Helper()
+	inCatchUp := make(chan struct{})
+	var once sync.Once
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	out := make(chan mover.Summary, 1)
+	go func() {
+		sum, _ := mover.Run(ctx, mover.Options{
+			Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
+			Slots: set, Logger: testLogger(t),
+			FenceTimeout: time.Nanosecond, MaxAttempts: 1_000_000,
+			Progress: func(p mover.Progress) {
+				if p.Phase == mover.PhaseCatchUp {
+					once.Do(func() { close(inCatchUp) })
+				}
+			},
+		})
+		out <- sum
+	}()
+	select {
+	case <-inCatchUp:
+	case <-ctx.Done():
+		cancel()
+		t.Fatal("the move never reached catch-up")
+	}
+	return out, cancel
+}
+
 // The link tells the source (REPLCONF ACK) only what the target has
 // applied: WAIT on the source, or min-replicas settings, must not count the
 // move as a replica holding writes that exist only in its spool.
@@ -282,30 +314,8 @@ func TestLinkAcknowledgesOnlyWhatTheTargetApplied(t *testing.T) {
 	defer cc.Close()
 	set := mustSlots(t, "0-5460")
 	load(t, cc, 2_000, set)
-	inCatchUp := make(chan struct{})
-	var once sync.Once
-	mctx, cancel := context.WithTimeout(ctx, time.Minute)
+	done, cancel := moveHeldInCatchUp(t, c, set)
 	defer cancel()
-	done := make(chan mover.Summary, 1)
-	go func() {
-		sum, _ := mover.Run(mctx, mover.Options{
-			Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
-			Slots: set, Logger: testLogger(t),
-			// A fence that is never met keeps the move in catch-up.
-			FenceTimeout: time.Nanosecond, MaxAttempts: 1_000_000,
-			Progress: func(p mover.Progress) {
-				if p.Phase == mover.PhaseCatchUp {
-					once.Do(func() { close(inCatchUp) })
-				}
-			},
-		})
-		done <- sum
-	}()
-	select {
-	case <-inCatchUp:
-	case <-mctx.Done():
-		t.Fatal("the move never reached catch-up")
-	}
 	source := c.Nodes[0].Client()
 	defer source.Close()
 	conn := source.Conn()
@@ -351,30 +361,8 @@ func TestTTLsSetDuringLagKeepTheirExpiry(t *testing.T) {
 	defer cc.Close()
 	set := mustSlots(t, "0-5460")
 	load(t, cc, 2_000, set)
-	inCatchUp := make(chan struct{})
-	var once sync.Once
-	mctx, cancel := context.WithTimeout(ctx, time.Minute)
+	done, cancel := moveHeldInCatchUp(t, c, set)
 	defer cancel()
-	done := make(chan mover.Summary, 1)
-	go func() {
-		sum, _ := mover.Run(mctx, mover.Options{
-			Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
-			Slots: set, Logger: testLogger(t),
-			// A fence that is never met keeps the move in catch-up.
-			FenceTimeout: time.Nanosecond, MaxAttempts: 1_000_000,
-			Progress: func(p mover.Progress) {
-				if p.Phase == mover.PhaseCatchUp {
-					once.Do(func() { close(inCatchUp) })
-				}
-			},
-		})
-		done <- sum
-	}()
-	select {
-	case <-inCatchUp:
-	case <-mctx.Done():
-		t.Fatal("the move never reached catch-up")
-	}
 	// The target stalls for 2 s: every write below reaches it that late.
 	stall := c.Nodes[3].Client()
 	defer stall.Close()
