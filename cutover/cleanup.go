@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -161,7 +162,11 @@ func flushIfOnly(ctx context.Context, c *redis.Client, set *slots.Set) (removed 
 	for _, r := range set.Ranges() {
 		args = append(args, r.Start, r.End)
 	}
-	n, err := flushScript.Run(ctx, c, nil, args...).Int64()
+	var n int64
+	err = whileDown(ctx, func() (err error) {
+		n, err = flushScript.Run(ctx, c, nil, args...).Int64()
+		return err
+	})
 	if err != nil {
 		return 0, false, fmt.Errorf("count-and-flush script on %s: %w", c.Options().Addr, err)
 	}
@@ -226,7 +231,11 @@ func purge(ctx context.Context, c *redis.Client, group []uint16, pace Pace) (int
 				next = append(next, group[i])
 			}
 		}
-		n, err := unlink(ctx, c, batches)
+		var n int64
+		err = whileDown(ctx, func() (err error) {
+			n, err = unlink(ctx, c, batches)
+			return err
+		})
 		if err != nil {
 			return removed, err
 		}
@@ -289,6 +298,30 @@ func unlink(ctx context.Context, c *redis.Client, batches [][]string) (int64, er
 		n += v
 	}
 	return n, nil
+}
+
+// whileDown runs fn again, for up to 10 s, while the node answers that the
+// cluster is down: a node whose slots another move is releasing with
+// DELSLOTS alone (Valkey 8, see Plan.SetSlotPaused) is down for a few
+// milliseconds, and refuses scripts meanwhile. Every fn here can be repeated.
+func whileDown(ctx context.Context, fn func() error) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := fn()
+		if err == nil || !isClusterDown(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func isClusterDown(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "CLUSTERDOWN") || strings.Contains(s, "cluster is down")
 }
 
 // stillMaster returns ErrNowReplica if c has turned into a replica.

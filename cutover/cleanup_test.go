@@ -194,3 +194,44 @@ func TestRollbackLeavesOwnedSlotsAlone(t *testing.T) {
 		t.Fatalf("slot 9000: %d keys left, importing %v", n, top.Myself.Importing)
 	}
 }
+
+// A node that is briefly down (cluster_state:fail: another move released a
+// slot of it with DELSLOTS alone, as on Valkey 8) refuses scripts; the
+// purge waits for it to come back instead of leaving the move stuck.
+func TestPurgeWaitsOutABriefClusterDown(t *testing.T) {
+	ctx := context.Background()
+	c := harness.ClusterT(t, []string{"0-16382", "16383"}, harness.Options{})
+	node := c.Nodes[1].Client()
+	defer node.Close()
+	const slot = 100
+	if err := node.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", c.IDs[0]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := 0; i < 20; i++ {
+			p.Do(ctx, "ASKING")
+			p.Set(ctx, fmt.Sprintf("{%s}:%d", tagOf(slot), i), "v", 0)
+		}
+		// A key of its own: the purge is the paced one, by scripts.
+		p.Set(ctx, "{"+tagOf(16383)+"}:own", "v", 0)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Down: its own slot unassigned (full coverage required), for 300 ms.
+	if err := node.Do(ctx, "CLUSTER", "DELSLOTS", 16383).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(node.ClusterInfo(ctx).Val(), "cluster_state:fail"); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the node never went down")
+		}
+	}
+	back := time.AfterFunc(300*time.Millisecond, func() { node.Do(context.Background(), "CLUSTER", "ADDSLOTS", 16383) })
+	defer back.Stop()
+	removed, err := Rollback(ctx, node, slots.NewSet(slots.Range{Start: slot, End: slot}), Pace{Batch: 100})
+	if err != nil || removed != 20 {
+		t.Fatalf("rollback on a node down for 300 ms: removed %d: %v", removed, err)
+	}
+}
