@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -50,6 +51,8 @@ type Server struct {
 
 	cmd    *exec.Cmd
 	exited chan struct{}
+	// stopRequested is set by Stop: an exit without it is a crash.
+	stopRequested atomic.Bool
 }
 
 // StartServer starts a redis-server in a new directory under dir and waits
@@ -190,6 +193,7 @@ func (s *Server) Stop() {
 	if s == nil || s.cmd == nil {
 		return
 	}
+	s.stopRequested.Store(true)
 	select {
 	case <-s.exited:
 		return

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -16,7 +17,7 @@ func ServerT(t testing.TB, opts Options) *Server {
 	if err != nil {
 		t.Fatalf("start redis-server: %v", err)
 	}
-	t.Cleanup(s.Stop)
+	t.Cleanup(func() { reportDeath(t, s); s.Stop() })
 	return s
 }
 
@@ -30,6 +31,22 @@ func ClusterT(t testing.TB, specs []string, opts Options) *Cluster {
 	if err != nil {
 		t.Fatalf("start cluster: %v", err)
 	}
-	t.Cleanup(c.Stop)
+	t.Cleanup(func() {
+		for _, s := range c.Nodes {
+			reportDeath(t, s)
+		}
+		c.Stop()
+	})
 	return c
+}
+
+// reportDeath logs, for a failed test, how a server that nobody stopped
+// ended (a crash, an OOM kill) and the end of its log, which goes away
+// with the test's temporary folder.
+func reportDeath(t testing.TB, s *Server) {
+	if !t.Failed() || s.Alive() || s.stopRequested.Load() {
+		return
+	}
+	t.Logf("server %s (pid %d) exited during the test (%v); the end of its log:\n%s",
+		s.Addr, s.PID, s.cmd.ProcessState, strings.ReplaceAll(s.LogTail(40), " | ", "\n"))
 }
