@@ -3,6 +3,8 @@ package harness
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -47,6 +49,31 @@ func reportDeath(t testing.TB, s *Server) {
 	if !t.Failed() || s.Alive() || s.stopRequested.Load() {
 		return
 	}
-	t.Logf("server %s (pid %d) exited during the test (%v); the end of its log:\n%s",
-		s.Addr, s.PID, s.cmd.ProcessState, strings.ReplaceAll(s.LogTail(40), " | ", "\n"))
+	t.Logf("server %s (pid %d) exited during the test (%v); its log:\n%s", s.Addr, s.PID, s.cmd.ProcessState, s.crashExcerpt())
+}
+
+// crashExcerpt is the start of the server's bug report (the assertion or
+// signal and the stack trace) if its log has one, else the log's last lines.
+func (s *Server) crashExcerpt() string {
+	b, err := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(string(b), "\n")
+	for i, l := range lines {
+		if !strings.Contains(l, "BUG REPORT START") {
+			continue
+		}
+		var out []string
+		for _, l := range lines[i:] {
+			if strings.Contains(l, "argv[") || strings.TrimSpace(l) == "" {
+				continue
+			}
+			if out = append(out, l); len(out) == 40 {
+				break
+			}
+		}
+		return strings.Join(out, "\n")
+	}
+	return strings.ReplaceAll(s.LogTail(40), " | ", "\n")
 }
