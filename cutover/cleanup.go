@@ -164,7 +164,7 @@ func flushIfOnly(ctx context.Context, c *redis.Client, set *slots.Set) (removed 
 	}
 	var n int64
 	err = whileDown(ctx, func() (err error) {
-		n, err = flushScript.Run(ctx, c, nil, args...).Int64()
+		n, err = flushScript.Eval(ctx, c, nil, args...).Int64() // not Run: see markScript
 		return err
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ package mover
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -67,9 +68,12 @@ func targetProbes(key string) []probe {
 // otherProbes are what the move tells the other masters.
 var otherProbes = []probe{{"CLUSTER", "NODES"}, {"CLUSTER", "SETSLOT", slots.Count, "STABLE"}}
 
-// checkPermissions runs the probes on c, and MULTI (then DISCARD) on a
-// connection of its own, and refuses the move, naming every command the
-// user may not run.
+// checkPermissions asks c whether the user may run every probe, and
+// refuses the move, naming every command the user may not run. ACL DRYRUN
+// (7.0+) answers without running anything; where it is missing or not
+// allowed, the probes themselves run (see probe), and MULTI (then DISCARD)
+// on a connection of its own. DRYRUN is tried first because a probe's
+// refusal counts in the operator's error statistics.
 func checkPermissions(ctx context.Context, c *redis.Client, role string, probes []probe) error {
 	var denied []string
 	seen := map[string]bool{}
@@ -78,6 +82,11 @@ func checkPermissions(ctx context.Context, c *redis.Client, role string, probes 
 			seen[name] = true
 			denied = append(denied, name)
 		}
+	}
+	if ok, err := dryRun(ctx, c, append(probes, probe{"MULTI"}, probe{"DISCARD"}), deny); ok {
+		return deniedError(c, role, denied)
+	} else if err != nil {
+		return refuse("%s %s: %w", role, c.Options().Addr, err)
 	}
 	for _, p := range probes {
 		err := c.Do(ctx, p...).Err()
@@ -96,15 +105,52 @@ func checkPermissions(ctx context.Context, c *redis.Client, role string, probes 
 			deny("discard")
 		}
 	}
-	if len(denied) > 0 {
-		user := c.Options().Username
-		if user == "" {
-			user = "default"
-		}
-		return refuse("ACL user %q may not run %s on %s %s, which the move needs: grant them (ACL SETUSER %s +%s)",
-			user, strings.Join(denied, ", "), role, c.Options().Addr, user, strings.Join(denied, " +"))
+	return deniedError(c, role, denied)
+}
+
+func deniedError(c *redis.Client, role string, denied []string) error {
+	if len(denied) == 0 {
+		return nil
 	}
-	return nil
+	user := c.Options().Username
+	if user == "" {
+		user = "default"
+	}
+	return refuse("ACL user %q may not run %s on %s %s, which the move needs: grant them (ACL SETUSER %s +%s)",
+		user, strings.Join(denied, ", "), role, c.Options().Addr, user, strings.Join(denied, " +"))
+}
+
+// dryRun checks every probe with ACL DRYRUN for the connection's user. ok
+// is false, with no error, when the server has no DRYRUN or the user may
+// not run it (or ACL WHOAMI): then the probes must run.
+func dryRun(ctx context.Context, c *redis.Client, probes []probe, deny func(string)) (ok bool, err error) {
+	user, err := c.Do(ctx, "ACL", "WHOAMI").Text()
+	if err != nil {
+		return false, transportOnly(err)
+	}
+	for i, p := range probes {
+		reply, err := c.Do(ctx, append([]any{"ACL", "DRYRUN", user}, p...)...).Text()
+		switch {
+		case err != nil && i == 0:
+			return false, transportOnly(err) // no DRYRUN here, or not for this user
+		case err != nil && isReplyError(err):
+			continue // a command the server lacks (renamed away): the move meets that itself
+		case err != nil:
+			return false, fmt.Errorf("ACL DRYRUN %s: %w", p.name(), err)
+		}
+		if reply != "OK" {
+			deny(p.name())
+		}
+	}
+	return true, nil
+}
+
+// transportOnly keeps an error only if it is not the server's refusal.
+func transportOnly(err error) error {
+	if isReplyError(err) {
+		return nil
+	}
+	return err
 }
 
 func isNoPerm(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOPERM") }

@@ -202,7 +202,9 @@ func (t *task) setImporting(ctx context.Context) error {
 	for _, s := range t.opts.Slots.Slots() {
 		args = append(args, s)
 	}
-	err := markScript.Run(ctx, t.p.target, nil, args...).Err()
+	// EVAL, not Run: its EVALSHA would count a NOSCRIPT in the operator's
+	// error statistics on a node that has not seen the script.
+	err := markScript.Eval(ctx, t.p.target, nil, args...).Err()
 	var refused redis.Error
 	if errors.As(err, &refused) && strings.Contains(err.Error(), "slotmover:") {
 		return refuse("target %s: %s", t.opts.Target.Addr, strings.TrimPrefix(err.Error(), "ERR "))

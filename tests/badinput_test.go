@@ -371,9 +371,26 @@ func TestMissingPermissionsAreRefusedFirst(t *testing.T) {
 		t.Fatalf("wrong password: exit %d, %s", code, stderr)
 	}
 	assertUnchanged(t, c, before)
-	// The control: the same user with every permission moves.
+	// The control: the same user with every permission moves; where the
+	// server has ACL DRYRUN (7.0+), without adding one error to the
+	// operator's statistics.
+	errsBefore, err := c.ErrorStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if code, stderr := move("pw"); code != 0 {
 		t.Fatalf("user with every permission: exit %d, %s", code, stderr)
+	}
+	first := c.Nodes[0].Client()
+	defer first.Close()
+	if first.Do(ctx, "ACL", "DRYRUN", "mover", "PING").Err() == nil {
+		errsAfter, err := c.ErrorStats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(errsAfter) != fmt.Sprint(errsBefore) {
+			t.Fatalf("the move added errors to the servers' statistics: %v, then %v", errsBefore, errsAfter)
+		}
 	}
 }
 
