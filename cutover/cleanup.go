@@ -71,7 +71,7 @@ func Cleanup(ctx context.Context, source *redis.Client, targetID string, set *sl
 			}
 			continue
 		}
-		if err := setSlots(ctx, source, group, "IMPORTING", targetID); err != nil {
+		if err := SetSlots(ctx, source, group, "IMPORTING", targetID); err != nil {
 			return removed, err
 		}
 		n, err := purge(ctx, source, group, pace)
@@ -79,7 +79,7 @@ func Cleanup(ctx context.Context, source *redis.Client, targetID string, set *sl
 		if err != nil {
 			return removed, err
 		}
-		if err := setSlots(ctx, source, group, "STABLE"); err != nil {
+		if err := SetSlots(ctx, source, group, "STABLE"); err != nil {
 			return removed, err
 		}
 	}
@@ -118,7 +118,7 @@ func rollback(ctx context.Context, target *redis.Client, set *slots.Set, pace Pa
 	if n, flushed, err := flushIfOnly(ctx, target, set); err != nil {
 		return n, err
 	} else if flushed {
-		return n, setSlots(ctx, target, set.Slots(), "STABLE")
+		return n, SetSlots(ctx, target, set.Slots(), "STABLE")
 	}
 	if err := loadUnlinkScript(ctx, target); err != nil {
 		return 0, err
@@ -136,7 +136,7 @@ func rollback(ctx context.Context, target *redis.Client, set *slots.Set, pace Pa
 			return removed, err
 		}
 	}
-	return removed, setSlots(ctx, target, all, "STABLE")
+	return removed, SetSlots(ctx, target, all, "STABLE")
 }
 
 // flushScript empties the node with FLUSHDB ASYNC if every key it holds is
@@ -186,24 +186,6 @@ func withKeys(ctx context.Context, c *redis.Client, group []uint16) ([]uint16, e
 		}
 	}
 	return out, nil
-}
-
-// setSlots sends CLUSTER SETSLOT <s> <how…> for every slot, pipelined.
-func setSlots(ctx context.Context, c *redis.Client, group []uint16, how ...string) error {
-	cmds, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, s := range group {
-			args := []any{"CLUSTER", "SETSLOT", s}
-			for _, h := range how {
-				args = append(args, h)
-			}
-			p.Do(ctx, args...)
-		}
-		return nil
-	})
-	if err != nil {
-		return firstCmdErr(cmds, c, err)
-	}
-	return nil
 }
 
 // purge UNLINKs every key of the slots, each batch behind ASKING (the node
@@ -302,7 +284,7 @@ func unlink(ctx context.Context, c *redis.Client, batches [][]string) (int64, er
 
 // whileDown runs fn again, for up to 10 s, while the node answers that the
 // cluster is down: a node whose slots another move is releasing with
-// DELSLOTS alone (Valkey 8, see Plan.SetSlotPaused) is down for a few
+// DELSLOTS alone (Valkey 8, see Plan.SetSlotBlocks) is down for a few
 // milliseconds, and refuses scripts meanwhile. Every fn here can be repeated.
 func whileDown(ctx context.Context, fn func() error) error {
 	deadline := time.Now().Add(10 * time.Second)

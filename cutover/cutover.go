@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,12 +38,15 @@ type Plan struct {
 	// FenceTimeout bounds each wait for the target to catch up with the
 	// source: before the release, and again after it.
 	FenceTimeout time.Duration
-	// SetSlotPaused says that the source holds CLUSTER SETSLOT back while
-	// it is paused (Valkey 8 flags it MAY_REPLICATE; see SetSlotPaused): the
-	// release then gives the slots away with DELSLOTS alone, and the source
-	// learns the new owner from the target's claim, and from us once it is
-	// unpaused.
-	SetSlotPaused bool
+	// SetSlotBlocks says that CLUSTER SETSLOT may block on these servers
+	// (Valkey 8; see SetSlotBlocks): a paused source holds it back, and a
+	// node with a replica online makes it wait for the replica's ack, which
+	// inside MULTI or a script crashes Valkey 8.0 (an assertion). The
+	// release is then DELSLOTS alone, the claim's one SETSLOT goes outside
+	// its transaction (first, so that its epoch bump precedes the other
+	// slots' claim), and the other masters and the source learn the new
+	// owner from the target's claim by gossip.
+	SetSlotBlocks bool
 	// StopAfterRelease is a fault for tests: Switch returns ErrStopped right
 	// after the source's release, as if the process died there: no claim,
 	// no unpause (the pause runs out by itself).
@@ -132,12 +134,12 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 	// to the source and on from there, and a client refreshing its slot map
 	// from one of them gets the old owner.
 	told := n.Others
-	if p.SetSlotPaused {
-		told = append(slices.Clip(told), n.Source)
+	if p.SetSlotBlocks {
+		told = nil
 	}
 	txs, err := queueAll(ctx, append([]txSpec{
 		{n.Source, "the release on source", func(pl redis.Pipeliner) { releaseCommands(ctx, pl, n.TargetID, p) }},
-		{n.Target, "the claim on target", func(pl redis.Pipeliner) { claimCommands(ctx, pl, n.TargetID, p.Slots) }},
+		{n.Target, "the claim on target", func(pl redis.Pipeliner) { claimCommands(ctx, pl, n.TargetID, p) }},
 	}, newsFor(ctx, told, n.TargetID, p.Slots)...))
 	if err != nil {
 		return res, err
@@ -249,9 +251,16 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 	}
 
 	claimStart := time.Now()
-	_, claimErr := execTx(sctx, claimTx)
+	var claimErr error
+	if p.SetSlotBlocks {
+		all := p.Slots.Slots()
+		claimErr = n.Target.Do(sctx, "CLUSTER", "SETSLOT", all[len(all)-1], "NODE", n.TargetID).Err()
+	}
+	if claimErr == nil {
+		_, claimErr = execTx(sctx, claimTx)
+	}
 	if claimErr != nil {
-		claimErr = Claim(sctx, n.Target, n.TargetID, p.Slots)
+		claimErr = Claim(sctx, n.Target, n.TargetID, p.Slots, p.SetSlotBlocks)
 	}
 	res.Claim = time.Since(claimStart)
 	uerr := unpause()
@@ -266,6 +275,18 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 		}
 		return nil
 	})
+	if p.SetSlotBlocks {
+		// Unqueued, outside transactions, now that the pause is over. The
+		// source must know the owner before its cleanup: it refuses even
+		// ASKING commands on slots it sees unassigned.
+		nodes := append([]*redis.Client{n.Source}, n.Others...)
+		tellErr = atOnce(len(nodes), func(i int) error {
+			if err := setSlotNodeOneByOne(sctx, nodes[i], n.TargetID, p.Slots); err != nil {
+				return fmt.Errorf("tell %s: %w", nodes[i].Options().Addr, err)
+			}
+			return nil
+		})
+	}
 	return res, errors.Join(tellErr, uerr)
 }
 
@@ -276,7 +297,7 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 func giveBack(ctx context.Context, source *redis.Client, p Plan) error {
 	all := p.Slots.Slots()
 	cmds, err := source.TxPipelined(ctx, func(pl redis.Pipeliner) error {
-		if !p.SetSlotPaused {
+		if !p.SetSlotBlocks {
 			pl.Do(ctx, cluster.SlotsCommand("DELSLOTS", all)...)
 		}
 		pl.Do(ctx, cluster.SlotsCommand("ADDSLOTS", all)...)
@@ -418,7 +439,7 @@ func execTx(ctx context.Context, tx *queuedTx) ([]any, error) {
 // the stream's position at the release.
 func releaseCommands(ctx context.Context, pl redis.Pipeliner, targetID string, p Plan) {
 	pl.Do(ctx, cluster.SlotsCommand("DELSLOTS", p.Slots.Slots())...)
-	if !p.SetSlotPaused {
+	if !p.SetSlotBlocks {
 		setSlotNodeCommands(ctx, pl, targetID, p.Slots)
 	}
 	pl.Info(ctx, "replication")
@@ -431,32 +452,46 @@ func releaseCommands(ctx context.Context, pl redis.Pipeliner, targetID string, p
 // already the highest) and broadcasts the claim at once, making it win
 // everywhere by gossip. Per slot, SETSLOT STABLE + NODE would cost the
 // target ~4 ms for 5461 slots, all of it inside the pause, while clients
-// bounce between the released source and the still-importing target.
-func claimCommands(ctx context.Context, p redis.Pipeliner, targetID string, set *slots.Set) {
-	all := set.Slots()
+// bounce between the released source and the still-importing target. With
+// p.SetSlotBlocks the SETSLOT is left out, to be sent before the EXEC.
+func claimCommands(ctx context.Context, pl redis.Pipeliner, targetID string, p Plan) {
+	all := p.Slots.Slots()
 	if rest := all[:len(all)-1]; len(rest) > 0 {
-		p.Do(ctx, cluster.SlotsCommand("DELSLOTS", rest)...)
-		p.Do(ctx, cluster.SlotsCommand("ADDSLOTS", rest)...)
+		pl.Do(ctx, cluster.SlotsCommand("DELSLOTS", rest)...)
+		pl.Do(ctx, cluster.SlotsCommand("ADDSLOTS", rest)...)
 	}
-	p.Do(ctx, "CLUSTER", "SETSLOT", all[len(all)-1], "NODE", targetID)
+	if !p.SetSlotBlocks {
+		pl.Do(ctx, "CLUSTER", "SETSLOT", all[len(all)-1], "NODE", targetID)
+	}
 }
 
 // Claim makes the target own the slots in a fresh transaction, retried
 // briefly: after the source has released the slots, the only way is
 // forward. Slot by slot (STABLE, then NODE <self>; the last through the
 // importing path, which bumps the epoch), as that can be repeated after a
-// claim that went half-way.
-func Claim(ctx context.Context, target *redis.Client, targetID string, set *slots.Set) error {
+// claim that went half-way. With setSlotBlocks (see Plan) the commands go
+// one by one, the last slot's first, outside any transaction.
+func Claim(ctx context.Context, target *redis.Client, targetID string, set *slots.Set, setSlotBlocks bool) error {
 	all := set.Slots()
+	pipelined := target.TxPipelined
+	if setSlotBlocks {
+		pipelined = target.Pipelined
+	}
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		var cmds []redis.Cmder
-		cmds, err = target.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		cmds, err = pipelined(ctx, func(p redis.Pipeliner) error {
+			last := all[len(all)-1]
+			if setSlotBlocks {
+				p.Do(ctx, "CLUSTER", "SETSLOT", last, "NODE", targetID)
+			}
 			for _, s := range all[:len(all)-1] {
 				p.Do(ctx, "CLUSTER", "SETSLOT", s, "STABLE")
 				p.Do(ctx, "CLUSTER", "SETSLOT", s, "NODE", targetID)
 			}
-			p.Do(ctx, "CLUSTER", "SETSLOT", all[len(all)-1], "NODE", targetID)
+			if !setSlotBlocks {
+				p.Do(ctx, "CLUSTER", "SETSLOT", last, "NODE", targetID)
+			}
 			return nil
 		})
 		if err == nil {
@@ -487,6 +522,33 @@ func setSlotNodeCommands(ctx context.Context, p redis.Pipeliner, id string, set 
 	}
 }
 
+// setSlotNodeOneByOne tells c that id owns the slots, outside any
+// transaction (see Plan.SetSlotBlocks).
+func setSlotNodeOneByOne(ctx context.Context, c *redis.Client, id string, set *slots.Set) error {
+	return SetSlots(ctx, c, set.Slots(), "NODE", id)
+}
+
+// SetSlots sends CLUSTER SETSLOT <s> <how…> for every slot, pipelined
+// outside any transaction, in rounds of setSlotsRound: on Valkey 8 each
+// waits for the node's replicas, and a round must be answered within the
+// client's read timeout.
+func SetSlots(ctx context.Context, c *redis.Client, list []uint16, how ...any) error {
+	for start := 0; start < len(list); start += setSlotsRound {
+		cmds, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, s := range list[start:min(start+setSlotsRound, len(list))] {
+				p.Do(ctx, append([]any{"CLUSTER", "SETSLOT", s}, how...)...)
+			}
+			return nil
+		})
+		if err != nil {
+			return firstCmdErr(cmds, c, err)
+		}
+	}
+	return nil
+}
+
+const setSlotsRound = 256
+
 // sourceStillOwns reports whether the source still claims every slot.
 func sourceStillOwns(c *redis.Client, set *slots.Set) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -516,11 +578,12 @@ func ReplOffset(ctx context.Context, c *redis.Client) (int64, error) {
 	return off, nil
 }
 
-// SetSlotPaused reports whether the server holds CLUSTER SETSLOT back while
-// its clients' writes are paused: Valkey 8 flags SETSLOT MAY_REPLICATE (it
-// replicates it to its replicas before applying it). COMMAND INFO hides
-// that flag, so the version tells.
-func SetSlotPaused(ctx context.Context, c *redis.Client) (bool, error) {
+// SetSlotBlocks reports whether CLUSTER SETSLOT may block on the server:
+// Valkey 8 flags it MAY_REPLICATE, so CLIENT PAUSE WRITE holds it back, and
+// replicates it to the node's replicas before applying it, waiting for
+// their ack (which, inside MULTI or a script, crashes 8.0). COMMAND INFO
+// hides that flag, so the version tells.
+func SetSlotBlocks(ctx context.Context, c *redis.Client) (bool, error) {
 	f, err := info.Read(ctx, c, "server")
 	if err != nil {
 		return false, err

@@ -31,7 +31,7 @@ type participants struct {
 	source, target     *redis.Client
 	sourceID, targetID string
 	others             []*redis.Client // the other masters
-	setSlotPaused      bool            // the source holds CLUSTER SETSLOT under CLIENT PAUSE (see cutover.Plan)
+	setSlotBlocks      bool            // CLUSTER SETSLOT may block on these servers (see cutover.Plan)
 }
 
 func (p *participants) close() {
@@ -129,8 +129,12 @@ func preflight(ctx context.Context, o Options) (_ *participants, err error) {
 			return nil, err
 		}
 	}
-	if p.setSlotPaused, err = cutover.SetSlotPaused(ctx, p.source); err != nil {
-		return nil, refuse("source %s: %w", source.Addr, err)
+	for _, c := range []*redis.Client{p.source, p.target} {
+		blocks, err := cutover.SetSlotBlocks(ctx, c)
+		if err != nil {
+			return nil, refuse("%s: %w", c.Options().Addr, err)
+		}
+		p.setSlotBlocks = p.setSlotBlocks || blocks
 	}
 	return p, nil
 }

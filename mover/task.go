@@ -198,19 +198,25 @@ func (t *task) rollback(ctx context.Context) (int64, error) {
 // setImporting marks every chosen slot IMPORTING from the source on the
 // target, all or none: see markScript.
 func (t *task) setImporting(ctx context.Context) error {
-	args := []any{t.p.sourceID}
-	for _, s := range t.opts.Slots.Slots() {
-		args = append(args, s)
-	}
-	// EVAL, not Run: its EVALSHA would count a NOSCRIPT in the operator's
-	// error statistics on a node that has not seen the script.
-	err := markScript.Eval(ctx, t.p.target, nil, args...).Err()
-	var refused redis.Error
-	if errors.As(err, &refused) && strings.Contains(err.Error(), "slotmover:") {
-		return refuse("target %s: %s", t.opts.Target.Addr, strings.TrimPrefix(err.Error(), "ERR "))
-	}
-	if err != nil {
-		return fmt.Errorf("mark the slots importing on target %s: %w", t.opts.Target.Addr, err)
+	if t.p.setSlotBlocks {
+		if err := t.markOneByOne(ctx); err != nil {
+			return err
+		}
+	} else {
+		args := []any{t.p.sourceID}
+		for _, s := range t.opts.Slots.Slots() {
+			args = append(args, s)
+		}
+		// EVAL, not Run: its EVALSHA would count a NOSCRIPT in the
+		// operator's error statistics on a node that has not seen it.
+		err := markScript.Eval(ctx, t.p.target, nil, args...).Err()
+		var refused redis.Error
+		if errors.As(err, &refused) && strings.Contains(err.Error(), "slotmover:") {
+			return refuse("target %s: %s", t.opts.Target.Addr, strings.TrimPrefix(err.Error(), "ERR "))
+		}
+		if err != nil {
+			return fmt.Errorf("mark the slots importing on target %s: %w", t.opts.Target.Addr, err)
+		}
 	}
 	// Another target may import the same slots (a move of them to another
 	// node started at the same moment): only each node's own view shows
@@ -235,13 +241,31 @@ func (t *task) setImporting(ctx context.Context) error {
 
 // clearMarks sets the chosen slots STABLE on the target again.
 func (t *task) clearMarks(ctx context.Context) error {
-	_, err := t.p.target.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		for _, s := range t.opts.Slots.Slots() {
-			p.Do(ctx, "CLUSTER", "SETSLOT", s, "STABLE")
+	return cutover.SetSlots(ctx, t.p.target, t.opts.Slots.Slots(), "STABLE")
+}
+
+// markOneByOne is setImporting where SETSLOT cannot run in a script: the
+// marks are checked, then set. Two moves of the same slots into this
+// target that check at the same moment could both go on; both copy the
+// same keys from the same source, and at the cutover the second finds the
+// slots gone from its source and rolls back without touching what the
+// target owns by then.
+func (t *task) markOneByOne(ctx context.Context) error {
+	top, err := cluster.Load(ctx, t.p.target)
+	if err != nil {
+		return err
+	}
+	for _, s := range t.opts.Slots.Slots() {
+		_, importing := top.Myself.Importing[s]
+		_, migrating := top.Myself.Migrating[s]
+		if importing || migrating {
+			return refuse("target %s: slot %d is migrating or importing already (another move of it under way?)", t.opts.Target.Addr, s)
 		}
-		return nil
-	})
-	return err
+	}
+	if err := cutover.SetSlots(ctx, t.p.target, t.opts.Slots.Slots(), "IMPORTING", t.p.sourceID); err != nil {
+		return fmt.Errorf("mark the slots importing: %w", err)
+	}
+	return nil
 }
 
 // markScript sets the slots (ARGV[2…]) IMPORTING from the source
@@ -423,7 +447,7 @@ func (t *task) cutover(ctx context.Context, f *feeder) (bool, error) {
 	res, err := cutover.Switch(ctx, cutover.Nodes{
 		Source: t.p.source, Target: t.p.target, SourceID: t.p.sourceID, TargetID: t.p.targetID, Others: others,
 	}, cutover.Plan{Slots: t.opts.Slots, PauseBudget: t.opts.PauseBudget, FenceTimeout: t.opts.FenceTimeout,
-		SetSlotPaused: t.p.setSlotPaused, StopAfterRelease: t.opts.Faults.CrashAfterRelease},
+		SetSlotBlocks: t.p.setSlotBlocks, StopAfterRelease: t.opts.Faults.CrashAfterRelease},
 		func(ctx context.Context, off int64) error {
 			if t.opts.Faults.SkipFence {
 				return nil

@@ -260,15 +260,21 @@ func TestCleanupWaitsForTheTargetsReplicas(t *testing.T) {
 	replica := addReplica(t, c, 3)
 	rc := replica.Client()
 	defer rc.Close()
+	target := c.Nodes[3].Client()
+	defer target.Close()
+	// The replica stalls once the copy has begun (on Valkey 8, marking the
+	// slots waits for the target's replicas).
 	stalled := make(chan struct{})
 	go func() {
 		defer close(stalled)
-		rc.Do(ctx, "DEBUG", "SLEEP", "2")
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Microsecond) {
+			if n, _ := target.DBSize(ctx).Result(); n > 0 {
+				rc.Do(ctx, "DEBUG", "SLEEP", "1.5")
+				return
+			}
+		}
 	}()
-	time.Sleep(50 * time.Millisecond)
 	moveAndCheck(t, c, 0, 3, set, keys(t, cc, set))
-	target := c.Nodes[3].Client()
-	defer target.Close()
 	want, err := target.DBSize(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
