@@ -205,9 +205,10 @@ func TestResyncsOfExpiringAndHotKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	tag := tagIn(set, 7)
-	run := func(name string, src, dst int, opts mover.Options, op func(i int) error) mover.Summary {
+	// run moves the slots while op runs, for at most burst.
+	run := func(name string, src, dst int, opts mover.Options, burst time.Duration, op func(i int) error) mover.Summary {
 		t.Helper()
-		opsCtx, stop := context.WithTimeout(ctx, 2*time.Minute)
+		opsCtx, stop := context.WithTimeout(ctx, burst)
 		defer stop()
 		opsDone := make(chan error, 1)
 		go func() {
@@ -230,7 +231,8 @@ func TestResyncsOfExpiringAndHotKeys(t *testing.T) {
 		t.Logf("%s: %s in %d ms, %d keys resynced (%v)", name, sum.Result, sum.TotalMS, sum.KeysResynced, err)
 		return sum
 	}
-	expiring := run("expiring keys", 0, 3, mover.Options{}, func(i int) error {
+	// A burst of them: while it lasts, resyncs keep the cutover waiting.
+	expiring := run("expiring keys", 0, 3, mover.Options{MaxAttempts: 1000}, 1500*time.Millisecond, func(i int) error {
 		k := fmt.Sprint(tag, "e", i%50)
 		if err := cc.Set(ctx, k, i, time.Millisecond).Err(); err != nil {
 			return err
@@ -248,7 +250,7 @@ func TestResyncsOfExpiringAndHotKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A fence that is never met stands for a target that never gets close.
-	hot := run("hot LMOVE", 3, 1, mover.Options{MaxCatchUp: 2 * time.Second, FenceTimeout: time.Nanosecond, MaxAttempts: 1_000_000}, func(i int) error {
+	hot := run("hot LMOVE", 3, 1, mover.Options{MaxCatchUp: 2 * time.Second, FenceTimeout: time.Nanosecond, MaxAttempts: 1_000_000}, 2*time.Minute, func(i int) error {
 		from, to := tag+"l1", tag+"l2"
 		if i%2 == 1 {
 			from, to = to, from
