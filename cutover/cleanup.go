@@ -303,7 +303,9 @@ func whileDown(ctx context.Context, fn func() error) error {
 
 func isClusterDown(err error) bool {
 	s := err.Error()
-	return strings.Contains(s, "CLUSTERDOWN") || strings.Contains(s, "cluster is down")
+	// "slot not served": the slot is unassigned in the node's view, until
+	// it hears the new owner.
+	return strings.Contains(s, "CLUSTERDOWN") || strings.Contains(s, "cluster is down") || strings.Contains(s, "slot not served")
 }
 
 // stillMaster returns ErrNowReplica if c has turned into a replica.

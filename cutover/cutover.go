@@ -84,6 +84,11 @@ type Result struct {
 	// Where the pause went. CatchUp is the wait for ReleaseOffset, after
 	// the release (0 when the pause held).
 	FenceWait, Release, CatchUp, Claim time.Duration
+
+	// NotTold says which masters could not be told the new owner after
+	// the switch: not a failure, as the target's claim reaches them by
+	// gossip with its bumped epoch.
+	NotTold error
 }
 
 // Switch runs one cutover attempt:
@@ -267,8 +272,7 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 	if claimErr != nil {
 		return res, errors.Join(fmt.Errorf("target claim failed after the source released the slots: %w", claimErr), uerr)
 	}
-	// Not fatal if one fails: the target's claim reaches them by gossip
-	// anyway, with its bumped epoch.
+	// Not fatal if one fails (see Result.NotTold).
 	tellErr := atOnce(len(tell), func(i int) error {
 		if _, err := execTx(sctx, tell[i]); err != nil {
 			return fmt.Errorf("tell %s: %w", tell[i].client.Options().Addr, err)
@@ -278,16 +282,23 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 	if p.SetSlotBlocks {
 		// Unqueued, outside transactions, now that the pause is over. The
 		// source must know the owner before its cleanup: it refuses even
-		// ASKING commands on slots it sees unassigned.
-		nodes := append([]*redis.Client{n.Source}, n.Others...)
+		// ASKING commands on slots it sees unassigned. And the target's
+		// replicas got the importing marks by replication, which the claim's
+		// DELSLOTS/ADDSLOTS do not clear there: SETSLOT STABLE does.
+		nodes := append([]*redis.Client{n.Target, n.Source}, n.Others...)
 		tellErr = atOnce(len(nodes), func(i int) error {
-			if err := setSlotNodeOneByOne(sctx, nodes[i], n.TargetID, p.Slots); err != nil {
+			how := []any{"NODE", n.TargetID}
+			if i == 0 {
+				how = []any{"STABLE"}
+			}
+			if err := SetSlots(sctx, nodes[i], p.Slots.Slots(), how...); err != nil {
 				return fmt.Errorf("tell %s: %w", nodes[i].Options().Addr, err)
 			}
 			return nil
 		})
 	}
-	return res, errors.Join(tellErr, uerr)
+	res.NotTold = tellErr
+	return res, uerr
 }
 
 // giveBack makes the source own the slots again after a release that the
@@ -520,12 +531,6 @@ func setSlotNodeCommands(ctx context.Context, p redis.Pipeliner, id string, set 
 	for _, s := range set.Slots() {
 		p.Do(ctx, "CLUSTER", "SETSLOT", s, "NODE", id)
 	}
-}
-
-// setSlotNodeOneByOne tells c that id owns the slots, outside any
-// transaction (see Plan.SetSlotBlocks).
-func setSlotNodeOneByOne(ctx context.Context, c *redis.Client, id string, set *slots.Set) error {
-	return SetSlots(ctx, c, set.Slots(), "NODE", id)
 }
 
 // SetSlots sends CLUSTER SETSLOT <s> <how…> for every slot, pipelined

@@ -15,7 +15,8 @@ import (
 // A probe is a command the move will need, in a form the server checks
 // against the user's ACL and then refuses or ignores without changing
 // anything: an out-of-range slot, a bad argument, a key of a slot the node
-// does not own (MOVED). Redis checks the ACL before the arguments and
+// does not own (MOVED), a client address nobody has (not CLIENT KILL ID 0,
+// which Redis 6.2 takes as no filter at all: it killed every client). Redis checks the ACL before the arguments and
 // before redirecting, so NOPERM is the only answer that means "not allowed".
 // It works on every version, where ACL DRYRUN needs 7.0 and a permission
 // of its own.
@@ -58,7 +59,7 @@ func sourceProbes(key string, tune bool) []probe {
 // the moving slots (which the target does not own yet).
 func targetProbes(key string) []probe {
 	return append([]probe{
-		{"ASKING"}, {"CLIENT", "REPLY", "slotmover-probe"}, {"CLIENT", "KILL", "ID", 0},
+		{"ASKING"}, {"CLIENT", "REPLY", "slotmover-probe"}, {"CLIENT", "KILL", "ADDR", "0.0.0.0:0"},
 		{"SET", key, "x"}, {"DEL", key}, {"UNLINK", key}, {"RENAME", key, key}, {"PEXPIREAT", key, 0}, {"DUMP", key},
 		{"RESTORE", key, 0, "x"}, {"RESTORE-ASKING", key, 0, "x"},
 		{"RPUSH", key, "x"}, {"SADD", key, "x"}, {"HSET", key, "f", "x"}, {"ZADD", key, 0, "x"}, {"XADD", key, "*", "f", "x"},
