@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -75,7 +76,10 @@ var otherProbes = []probe{{"CLUSTER", "NODES"}, {"CLUSTER", "SETSLOT", slots.Cou
 // allowed, the probes themselves run (see probe), and MULTI (then DISCARD)
 // on a connection of its own. DRYRUN is tried first because a probe's
 // refusal counts in the operator's error statistics.
-func checkPermissions(ctx context.Context, c *redis.Client, role string, probes []probe) error {
+//
+// unprobed are commands no probe can try without effect (PSYNC would start
+// a sync): only DRYRUN checks them.
+func checkPermissions(ctx context.Context, c *redis.Client, role string, probes, unprobed []probe) error {
 	var denied []string
 	seen := map[string]bool{}
 	deny := func(name string) {
@@ -84,7 +88,7 @@ func checkPermissions(ctx context.Context, c *redis.Client, role string, probes 
 			denied = append(denied, name)
 		}
 	}
-	if ok, err := dryRun(ctx, c, append(probes, probe{"MULTI"}, probe{"DISCARD"}), deny); ok {
+	if ok, err := dryRun(ctx, c, slices.Concat(probes, unprobed, []probe{{"MULTI"}, {"DISCARD"}}), deny); ok {
 		return deniedError(c, role, denied)
 	} else if err != nil {
 		return refuse("%s %s: %w", role, c.Options().Addr, err)
@@ -175,14 +179,14 @@ func keyOutside(n *cluster.Node) string {
 
 // checkAllPermissions probes the source, the target and the other masters.
 func checkAllPermissions(ctx context.Context, p *participants, srcTop *cluster.Topology, set *slots.Set, tune bool) error {
-	if err := checkPermissions(ctx, p.source, "source", sourceProbes(keyOutside(srcTop.Myself), tune)); err != nil {
+	if err := checkPermissions(ctx, p.source, "source", sourceProbes(keyOutside(srcTop.Myself), tune), []probe{{"PSYNC", "?", -1}}); err != nil {
 		return err
 	}
-	if err := checkPermissions(ctx, p.target, "target", targetProbes(tempKey(set.Slots()[0], "probe", 0))); err != nil {
+	if err := checkPermissions(ctx, p.target, "target", targetProbes(tempKey(set.Slots()[0], "probe", 0)), nil); err != nil {
 		return err
 	}
 	for _, o := range p.others {
-		if err := checkPermissions(ctx, o, "master", otherProbes); err != nil {
+		if err := checkPermissions(ctx, o, "master", otherProbes, nil); err != nil {
 			return err
 		}
 	}
