@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -116,4 +117,22 @@ func expectOK(conn net.Conn, args []string) error {
 		return fmt.Errorf("%s", reply)
 	}
 	return nil
+}
+
+// MoveTasks lists the tasks of the moves with a connection open on c (their
+// names, after NamePrefix), from CLIENT LIST.
+func MoveTasks(ctx context.Context, c *redis.Client) ([]string, error) {
+	list, err := c.ClientList(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("CLIENT LIST on %s: %w", c.Options().Addr, err)
+	}
+	var tasks []string
+	for _, line := range strings.Split(list, "\n") {
+		for _, field := range strings.Fields(line) {
+			if name, ok := strings.CutPrefix(field, "name="+NamePrefix); ok {
+				tasks = append(tasks, name)
+			}
+		}
+	}
+	return tasks, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -156,8 +157,18 @@ return n`)
 // flushIfOnly removes every key of set from c at once when c holds no other
 // key, as a source that gave away all its slots, or a fresh target, does:
 // its background thread frees them, where paced UNLINKs of a whole shard
-// take a second per 300k keys. flushed is false when c holds other keys.
+// take a second per 300k keys. flushed is false when c holds other keys,
+// or when another move has a connection on c: its replica link would see
+// the FLUSHDB in the stream and give up.
 func flushIfOnly(ctx context.Context, c *redis.Client, set *slots.Set) (removed int64, flushed bool, err error) {
+	tasks, err := cluster.MoveTasks(ctx, c)
+	if err != nil {
+		return 0, false, err
+	}
+	own, _ := strings.CutPrefix(c.Options().ClientName, cluster.NamePrefix)
+	if slices.ContainsFunc(tasks, func(t string) bool { return t != own }) {
+		return 0, false, nil
+	}
 	var args []any
 	for _, r := range set.Ranges() {
 		args = append(args, r.Start, r.End)

@@ -137,6 +137,20 @@ func TestPurgeFlushesOnlyANodeOfMovedKeys(t *testing.T) {
 		t.Fatalf("after rollback: %d keys, %d FLUSHDB, importing %v (want 0, 1, none)", n, flushes(dst), top.Myself.Importing)
 	}
 
+	// Another move has a connection on the node (its replica link would see
+	// the FLUSHDB in the stream and give up): paced, no flush.
+	other := c.Nodes[1].Client()
+	defer other.Close()
+	if err := other.Do(ctx, "CLIENT", "SETNAME", cluster.NamePrefix+"another-move").Err(); err != nil {
+		t.Fatal(err)
+	}
+	setSlots(dst, "IMPORTING", c.IDs[0])
+	write(dst, true)
+	if removed, err := Rollback(ctx, dst, moved, Pace{}); err != nil || removed != 300 || flushes(dst) != 1 || dst.DBSize(ctx).Val() != 0 {
+		t.Fatalf("rollback beside another move: removed %d, %v; %d FLUSHDB (want 300, the one before)", removed, err, flushes(dst))
+	}
+	other.Close()
+
 	// The source keeps a key of its own beside the orphans: paced.
 	write(src, false)
 	if err := src.Set(ctx, "{kept}", "mine", 0).Err(); err != nil {

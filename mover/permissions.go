@@ -38,6 +38,7 @@ var nodeProbes = []probe{
 	{"CLUSTER", "DELSLOTS", slots.Count}, {"CLUSTER", "ADDSLOTS", slots.Count}, {"CLUSTER", "SETSLOT", slots.Count, "STABLE"},
 	{"INFO", "replication"}, {"DBSIZE"}, {"FLUSHDB", "slotmover-probe"},
 	{"EVALSHA", strings.Repeat("0", 40), 0}, {"EVAL", "return 1", 0}, {"SCRIPT", "LOAD", "return 1"},
+	{"CLIENT", "LIST", "TYPE", "pubsub"},
 }
 
 // sourceProbes are what the move runs on the source; key is a key of a

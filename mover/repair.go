@@ -643,16 +643,12 @@ func readStates(ctx context.Context, seed Conn, clients map[string]*redis.Client
 		}
 		queue = append(queue, own.Nodes...)
 		if !force {
-			list, err := c.ClientList(ctx).Result()
+			tasks, err := cluster.MoveTasks(ctx, c)
 			if err != nil {
-				return nil, fmt.Errorf("CLIENT LIST on %s: %w", m.Addr, err)
+				return nil, err
 			}
-			for _, line := range strings.Split(list, "\n") {
-				for _, field := range strings.Fields(line) {
-					if name, ok := strings.CutPrefix(field, "name="+cluster.NamePrefix); ok {
-						live = append(live, fmt.Sprintf("task %s on %s", name, m.Addr))
-					}
-				}
+			for _, name := range tasks {
+				live = append(live, fmt.Sprintf("task %s on %s", name, m.Addr))
 			}
 		}
 	}
