@@ -236,11 +236,23 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 
 	if relOff != off {
 		catchUpStart := time.Now()
-		fctx, cancel := context.WithTimeout(sctx, p.FenceTimeout)
+		wait := p.FenceTimeout
+		if p.SetSlotBlocks {
+			// Valkey 8 lets a node that imports a slot from a node that no
+			// longer claims it take the slot over by gossip: the target will
+			// own the slots within moments whatever we do, and giving them
+			// back would make two owners (the source deleting its keys when
+			// it learns of the other). Only forward: wait longer.
+			wait = max(wait, valkeyCatchUp)
+		}
+		fctx, cancel := context.WithTimeout(sctx, wait)
 		err := fence(fctx, relOff)
 		missed := errors.Is(fctx.Err(), context.DeadlineExceeded)
 		cancel()
 		res.CatchUp = time.Since(catchUpStart)
+		if err != nil && p.SetSlotBlocks {
+			return res, errors.Join(fmt.Errorf("the pause did not hold (offset %d at the fence, %d at the release) and the target did not reach the release offset within %s; on Valkey 8 it takes the slots over by gossip, so they are not given back: %w", off, relOff, wait, err), unpause())
+		}
 		if err != nil {
 			freeze(-1)
 			if gerr := giveBack(sctx, n.Source, p); gerr != nil {
@@ -546,6 +558,10 @@ func SetSlots(ctx context.Context, c *redis.Client, list []uint16, how ...any) e
 }
 
 const setSlotsRound = 256
+
+// valkeyCatchUp bounds the wait for the release offset where the slots
+// cannot be given back (see Plan.SetSlotBlocks).
+const valkeyCatchUp = 5 * time.Second
 
 // sourceStillOwns reports whether the source still claims every slot.
 func sourceStillOwns(c *redis.Client, set *slots.Set) (bool, error) {
