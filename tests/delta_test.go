@@ -56,8 +56,8 @@ func TestMultiKeyWritesDuringMove(t *testing.T) {
 	// answers CLUSTERDOWN for the milliseconds between its DELSLOTS release
 	// and hearing the target's claim.)
 	opts := *cc.Options()
-	opts.MaxRedirects, opts.MaxRetries = 16, 16
-	opts.MinRetryBackoff, opts.MaxRetryBackoff = time.Millisecond, 20*time.Millisecond
+	opts.MaxRedirects, opts.MaxRetries = 16, 64
+	opts.MinRetryBackoff, opts.MaxRetryBackoff = time.Millisecond, 50*time.Millisecond
 	patient := redis.NewClusterClient(&opts)
 	defer patient.Close()
 	m := &mirrored{cc: patient, mirror: mirror, keys: map[string]bool{}}
