@@ -58,8 +58,11 @@ func TestSwitchRefusesSlotsTheSourceNoLongerOwns(t *testing.T) {
 	if !src.Myself.Slots.Contains(0) || !src.Myself.Slots.Contains(199) || src.Owner(100).ID != c.IDs[1] {
 		t.Fatalf("the source's view changed: owns 0 %v, 199 %v; 100 owned by %s", src.Myself.Slots.Contains(0), src.Myself.Slots.Contains(199), src.Owner(100).ID)
 	}
-	if tgt.Myself.Slots.Len() != 0 || len(tgt.Myself.Importing) != 200 {
-		t.Fatalf("the target changed: owns %s, importing %d slots", &tgt.Myself.Slots, len(tgt.Myself.Importing))
+	// Slot 100 aside: Valkey 8 clears an importing mark by itself once the
+	// node it imports from no longer claims the slot.
+	delete(tgt.Myself.Importing, 100)
+	if tgt.Myself.Slots.Len() != 0 || len(tgt.Myself.Importing) != 199 {
+		t.Fatalf("the target changed: owns %s, importing %d of the other 199 slots", &tgt.Myself.Slots, len(tgt.Myself.Importing))
 	}
 	// Unpaused: a write goes through at once.
 	wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
