@@ -146,13 +146,7 @@ func TestSwitchWaitsForWritesThroughABrokenPause(t *testing.T) {
 	if res.ReleaseOffset < afterGap || res.ReleaseOffset <= res.Fence || frozen != res.ReleaseOffset {
 		t.Fatalf("release offset %d, fence %d, source after the gap's writes %d, frozen at %d", res.ReleaseOffset, res.Fence, afterGap, frozen)
 	}
-	tgt, err := cluster.Load(ctx, target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !tgt.Myself.Slots.Contains(0) || !tgt.Myself.Slots.Contains(199) {
-		t.Fatalf("the target did not claim: owns %s", &tgt.Myself.Slots)
-	}
+	assertClaimed(t, target)
 }
 
 // When the target cannot reach the release offset in time, it must not
@@ -208,6 +202,18 @@ func TestSwitchGivesTheSlotsBackWhenTheTargetCannotFollow(t *testing.T) {
 	}
 }
 
+// assertClaimed fails unless the target owns slots 0 and 199 in its own view.
+func assertClaimed(t *testing.T, target *redis.Client) {
+	t.Helper()
+	tgt, err := cluster.Load(context.Background(), target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tgt.Myself.Slots.Contains(0) || !tgt.Myself.Slots.Contains(199) {
+		t.Fatalf("the target did not claim: owns %s", &tgt.Myself.Slots)
+	}
+}
+
 // Cutovers from one source take turns; a cancelled wait gives up.
 func TestLockSourceSerializes(t *testing.T) {
 	unlock, err := lockSource(context.Background(), "a")
@@ -255,13 +261,7 @@ func TestSwitchClaimsAfterTheReleaseEvenWhenCancelled(t *testing.T) {
 	if err != nil || !res.Released || calls != 2 {
 		t.Fatalf("switch cancelled after the release: released %v, fence calls %d, %v", res.Released, calls, err)
 	}
-	tgt, err := cluster.Load(context.Background(), target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !tgt.Myself.Slots.Contains(0) || !tgt.Myself.Slots.Contains(199) {
-		t.Fatalf("the target did not claim: owns %s", &tgt.Myself.Slots)
-	}
+	assertClaimed(t, target)
 }
 
 // On Valkey 8, whose target takes imported slots over by gossip once the
