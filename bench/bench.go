@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/slotmover/slotmover/cluster"
-	"github.com/slotmover/slotmover/tests/harness"
+	"github.com/slotmover/slotmover/internal/localcluster"
 )
 
 // RunResult is one run of one method on one workload.
@@ -56,7 +56,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	for _, bin := range []string{harness.ServerBin, cfg.RedisCli} {
+	for _, bin := range []string{localcluster.ServerBin, cfg.RedisCli} {
 		if _, err := exec.LookPath(bin); err != nil {
 			return nil, fmt.Errorf("need %s: %w", bin, err)
 		}
@@ -106,7 +106,7 @@ func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, r
 			cfg.Logger.Warn("bench: remove run dir", "dir", dir, "error", err)
 		}
 	}()
-	c, err := harness.StartCluster(ctx, dir, layout, harness.Options{Config: []string{"cluster-node-timeout 15000"}})
+	c, err := localcluster.StartCluster(ctx, dir, layout, localcluster.Options{Config: []string{"cluster-node-timeout 15000"}})
 	if err != nil {
 		r.Error = fmt.Sprintf("start cluster: %v", err)
 		return r
@@ -199,7 +199,7 @@ func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, r
 
 // verify checks the outcome cheaply, against the cluster's state and data,
 // and notes every failed check as a warning of the run.
-func verify(ctx context.Context, c *harness.Cluster, p plan, method string, ld *load, r *RunResult) {
+func verify(ctx context.Context, c *localcluster.Cluster, p plan, method string, ld *load, r *RunResult) {
 	warn := func(format string, args ...any) { r.Warnings = append(r.Warnings, fmt.Sprintf(format, args...)) }
 	moved := p.union()
 	target := c.Nodes[targetNode]
@@ -245,7 +245,7 @@ func verify(ctx context.Context, c *harness.Cluster, p plan, method string, ld *
 	if r.SourceLeft > 0 {
 		warn("%d keys of the moved slots are still on the sources", r.SourceLeft)
 	}
-	if err := harness.CheckWithRedisCli(ctx, target.Addr); err != nil {
+	if err := localcluster.CheckWithRedisCli(ctx, target.Addr); err != nil {
 		warn("redis-cli --cluster check: %s", firstLines(err.Error(), 3))
 	}
 	if ld != nil {
@@ -269,9 +269,9 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // serverVersion asks the redis-server binary for its version line.
 func serverVersion() string {
-	out, err := exec.Command(harness.ServerBin, "--version").Output()
+	out, err := exec.Command(localcluster.ServerBin, "--version").Output()
 	if err != nil {
-		return harness.ServerBin
+		return localcluster.ServerBin
 	}
 	return strings.TrimSpace(string(out))
 }

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/slots"
-	"github.com/slotmover/slotmover/tests/harness"
 )
 
 // The plan must be the slots redis-cli 7.0 takes: the largest source
@@ -36,7 +36,7 @@ func TestReshardPlan(t *testing.T) {
 // A small benchmark end to end: both methods move the shard with a load
 // running, and the report's numbers agree with the data.
 func TestRunSmall(t *testing.T) {
-	for _, bin := range []string{harness.ServerBin, "redis-cli"} {
+	for _, bin := range []string{localcluster.ServerBin, "redis-cli"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			t.Skipf("needs %s: %v", bin, err)
 		}

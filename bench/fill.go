@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/slots"
-	"github.com/slotmover/slotmover/tests/harness"
 )
 
 // KeyName is the name of the i-th filled key. Every run fills the same
@@ -61,7 +61,7 @@ func (v *values) get(i, j, n int) []byte {
 
 // fill writes cfg.Keys keys through per-node clients, each key straight to
 // its owner, pipelined, from several goroutines; then the big keys.
-func fill(ctx context.Context, c *harness.Cluster, cfg *Config) error {
+func fill(ctx context.Context, c *localcluster.Cluster, cfg *Config) error {
 	vals := newValues(cfg.ValueSize)
 	nodes := make([]*redis.Client, 3)
 	for i := range nodes {
@@ -164,7 +164,7 @@ func queue(ctx context.Context, p redis.Pipeliner, v *values, key string, i int,
 // fillBig writes, through a cluster client, every type and encoding with a
 // few big keys under a hash tag in the lowest slots of each source, which
 // both workloads move.
-func fillBig(ctx context.Context, c *harness.Cluster, cfg *Config) error {
+func fillBig(ctx context.Context, c *localcluster.Cluster, cfg *Config) error {
 	cc := c.Client()
 	defer cc.Close()
 	var mu sync.Mutex
@@ -178,7 +178,7 @@ func fillBig(ctx context.Context, c *harness.Cluster, cfg *Config) error {
 			if err == nil {
 				first := set.Slots()[0]
 				tag := tagIn(first, first+100, src)
-				_, err = harness.FillEveryType(ctx, cc, tag, harness.FillOptions{Small: 1, BigElements: cfg.BigElements, Seed: uint64(src)})
+				_, err = localcluster.FillEveryType(ctx, cc, tag, localcluster.FillOptions{Small: 1, BigElements: cfg.BigElements, Seed: uint64(src)})
 			}
 			if err != nil {
 				mu.Lock()

@@ -12,8 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/slotmover/slotmover/tests/harness"
+	"github.com/slotmover/slotmover/internal/localcluster"
 )
 
 // Counters is how many counters the background load increments; their
@@ -39,7 +38,7 @@ func (r Redirects) sub(o Redirects) Redirects {
 
 // serverRedirects sums INFO errorstats of every node: the redirects the
 // servers replied, to any client.
-func serverRedirects(ctx context.Context, c *harness.Cluster) (Redirects, error) {
+func serverRedirects(ctx context.Context, c *localcluster.Cluster) (Redirects, error) {
 	st, err := c.ErrorStats(ctx)
 	if err != nil {
 		return Redirects{}, err
@@ -64,7 +63,7 @@ type load struct {
 // cluster client, so a hook there never sees them; but each hop is a call
 // of a node client, whose hooks see the redirect reply. Hooks are added as
 // node clients are made, so they must be registered before the first command.
-func newLoad(c *harness.Cluster) *load {
+func newLoad(c *localcluster.Cluster) *load {
 	addrs := make([]string, len(c.Nodes))
 	for i, s := range c.Nodes {
 		addrs[i] = s.Addr

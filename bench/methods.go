@@ -14,13 +14,13 @@ import (
 	"time"
 
 	"github.com/slotmover/slotmover/cutover"
+	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/mover"
-	"github.com/slotmover/slotmover/tests/harness"
 )
 
 // reshard runs redis-cli --cluster reshard for the plan and waits for it;
 // its output goes to reshard.log in dir.
-func reshard(ctx context.Context, cfg *Config, c *harness.Cluster, p plan, pipeline int, dir string) error {
+func reshard(ctx context.Context, cfg *Config, c *localcluster.Cluster, p plan, pipeline int, dir string) error {
 	var from []string
 	for _, sh := range p.Shares {
 		from = append(from, c.IDs[sh.Source])
@@ -69,7 +69,7 @@ type TaskResult struct {
 
 // moveWithSlotmover runs one mover.Run per share, all at once, with the
 // defaults of `slotmover move`; each task logs to its own file in dir.
-func moveWithSlotmover(ctx context.Context, c *harness.Cluster, p plan, dir string) ([]TaskResult, error) {
+func moveWithSlotmover(ctx context.Context, c *localcluster.Cluster, p plan, dir string) ([]TaskResult, error) {
 	results := make([]TaskResult, len(p.Shares))
 	errs := make([]error, len(p.Shares))
 	var wg sync.WaitGroup
@@ -89,7 +89,7 @@ func moveWithSlotmover(ctx context.Context, c *harness.Cluster, p plan, dir stri
 	return results, nil
 }
 
-func runTask(ctx context.Context, c *harness.Cluster, sh share, dir string) (TaskResult, error) {
+func runTask(ctx context.Context, c *localcluster.Cluster, sh share, dir string) (TaskResult, error) {
 	name := fmt.Sprintf("slotmover-%d", sh.Source)
 	f, err := os.Create(filepath.Join(dir, name+".log"))
 	if err != nil {

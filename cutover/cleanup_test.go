@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/tests/harness"
 )
@@ -19,7 +20,7 @@ import (
 // remove every key (and only those: the node's own key stays).
 func TestPurgeSurvivesExpiredKeys(t *testing.T) {
 	ctx := context.Background()
-	c := harness.ClusterT(t, []string{"0-16382", "16383"}, harness.Options{})
+	c := harness.ClusterT(t, []string{"0-16382", "16383"}, localcluster.Options{})
 	node := c.Nodes[1].Client()
 	defer node.Close()
 	const slot = 100
@@ -80,7 +81,7 @@ func tagOf(slot uint16) string {
 // fall back to the paced purge, which must leave that key alone.
 func TestPurgeFlushesOnlyANodeOfMovedKeys(t *testing.T) {
 	ctx := context.Background()
-	c := harness.ClusterT(t, []string{"0-8191", "8192-16383"}, harness.Options{})
+	c := harness.ClusterT(t, []string{"0-8191", "8192-16383"}, localcluster.Options{})
 	src, dst := c.Nodes[0].Client(), c.Nodes[1].Client()
 	defer src.Close()
 	defer dst.Close()
@@ -107,7 +108,7 @@ func TestPurgeFlushesOnlyANodeOfMovedKeys(t *testing.T) {
 	}
 	flushes := func(c *redis.Client) int64 {
 		t.Helper()
-		n, err := harness.CommandStat(ctx, c, "flushdb", "calls")
+		n, err := localcluster.CommandStat(ctx, c, "flushdb", "calls")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +175,7 @@ func TestPurgeFlushesOnlyANodeOfMovedKeys(t *testing.T) {
 // them finished): their keys are live. The rest it purges as usual.
 func TestRollbackLeavesOwnedSlotsAlone(t *testing.T) {
 	ctx := context.Background()
-	c := harness.ClusterT(t, []string{"0-8191", "8192-16383"}, harness.Options{})
+	c := harness.ClusterT(t, []string{"0-8191", "8192-16383"}, localcluster.Options{})
 	target := c.Nodes[0].Client()
 	defer target.Close()
 	live := "{" + tagOf(50) + "}:live"
@@ -214,7 +215,7 @@ func TestRollbackLeavesOwnedSlotsAlone(t *testing.T) {
 // purge waits for it to come back instead of leaving the move stuck.
 func TestPurgeWaitsOutABriefClusterDown(t *testing.T) {
 	ctx := context.Background()
-	c := harness.ClusterT(t, []string{"0-16382", "16383"}, harness.Options{})
+	c := harness.ClusterT(t, []string{"0-16382", "16383"}, localcluster.Options{})
 	node := c.Nodes[1].Client()
 	defer node.Close()
 	const slot = 100

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/stream"
 	"github.com/slotmover/slotmover/tests/harness"
@@ -20,7 +21,7 @@ import (
 // and the target claims nothing.
 func TestSwitchRefusesSlotsTheSourceNoLongerOwns(t *testing.T) {
 	ctx := context.Background()
-	c := harness.ClusterT(t, []string{"0-8191", "8192-16383", ""}, harness.Options{})
+	c := harness.ClusterT(t, []string{"0-8191", "8192-16383", ""}, localcluster.Options{})
 	source, other, target := c.Nodes[0].Client(), c.Nodes[1].Client(), c.Nodes[2].Client()
 	defer source.Close()
 	defer other.Close()
@@ -74,10 +75,10 @@ func TestSwitchRefusesSlotsTheSourceNoLongerOwns(t *testing.T) {
 
 // pauseTestCluster is a source owning 0-8191, another master, and an empty
 // target importing slots 0-199 from the source.
-func pauseTestCluster(t *testing.T) (c *harness.Cluster, source, other, target *redis.Client) {
+func pauseTestCluster(t *testing.T) (c *localcluster.Cluster, source, other, target *redis.Client) {
 	t.Helper()
 	ctx := context.Background()
-	c = harness.ClusterT(t, []string{"0-8191", "8192-16383", ""}, harness.Options{})
+	c = harness.ClusterT(t, []string{"0-8191", "8192-16383", ""}, localcluster.Options{})
 	source, other, target = c.Nodes[0].Client(), c.Nodes[1].Client(), c.Nodes[2].Client()
 	t.Cleanup(func() { source.Close(); other.Close(); target.Close() })
 	// A master's offset moves only once it has a replica: a replica link,

@@ -7,11 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/tests/harness"
 )
 
 func TestApplierAcksInOrderAndStopsAtErrors(t *testing.T) {
-	s := harness.ServerT(t, harness.Options{})
+	s := harness.ServerT(t, localcluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	a, err := Dial(ctx, Conn{Addr: s.Addr}, 100, 1000)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/tests/harness"
 )
 
@@ -13,7 +14,7 @@ import (
 // importing already (another move of it) refuses the whole set.
 func TestMarkScriptAllOrNothing(t *testing.T) {
 	ctx := context.Background()
-	c := harness.ClusterT(t, []string{"0-16383", ""}, harness.Options{})
+	c := harness.ClusterT(t, []string{"0-16383", ""}, localcluster.Options{})
 	target := c.Nodes[1].Client()
 	defer target.Close()
 	source, targetID := c.IDs[0], c.IDs[1]

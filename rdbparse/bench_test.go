@@ -16,8 +16,8 @@ import (
 	"github.com/hdt3213/rdb/core"
 	"github.com/hdt3213/rdb/model"
 
+	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/slots"
-	"github.com/slotmover/slotmover/tests/harness"
 )
 
 var benchDir string
@@ -46,7 +46,7 @@ var benchRDB = sync.OnceValues(func() (string, error) {
 		return "", err
 	}
 	ctx := context.Background()
-	s, err := harness.StartServer(ctx, benchDir, harness.Options{Config: []string{"rdbcompression no"}})
+	s, err := localcluster.StartServer(ctx, benchDir, localcluster.Options{Config: []string{"rdbcompression no"}})
 	if err != nil {
 		return "", err
 	}

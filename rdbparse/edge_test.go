@@ -20,6 +20,7 @@ import (
 	"github.com/hdt3213/rdb/lzf"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/tests/harness"
 )
@@ -34,14 +35,14 @@ var smallRDB = sync.OnceValues(func() ([]byte, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	s, err := harness.StartServer(ctx, dir, harness.Options{})
+	s, err := localcluster.StartServer(ctx, dir, localcluster.Options{})
 	if err != nil {
 		return nil, err
 	}
 	defer s.Stop()
 	c := s.Client()
 	defer c.Close()
-	if _, err := harness.FillEveryType(ctx, c, "s", harness.FillOptions{Small: 2, TTL: time.Hour, Seed: 3}); err != nil {
+	if _, err := localcluster.FillEveryType(ctx, c, "s", localcluster.FillOptions{Small: 2, TTL: time.Hour, Seed: 3}); err != nil {
 		return nil, err
 	}
 	if err := c.Save(ctx).Err(); err != nil {
@@ -459,8 +460,8 @@ func TestLZF(t *testing.T) {
 // where hdt3213/rdb alone stops at 65,535 entries without an error.
 func TestHugeListpack(t *testing.T) {
 	ctx := context.Background()
-	src := harness.ServerT(t, harness.Options{Config: []string{"hash-max-listpack-entries 100000", "zset-max-listpack-entries 100000"}})
-	dst := harness.ServerT(t, harness.Options{})
+	src := harness.ServerT(t, localcluster.Options{Config: []string{"hash-max-listpack-entries 100000", "zset-max-listpack-entries 100000"}})
+	dst := harness.ServerT(t, localcluster.Options{})
 	sc, dc := src.Client(), dst.Client()
 	defer sc.Close()
 	defer dc.Close()
@@ -526,7 +527,7 @@ func TestHugeListpack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := harness.CompareKeys(ctx, sc, dc, []string{"hugehash", "hugezset"}); err != nil {
+	if err := localcluster.CompareKeys(ctx, sc, dc, []string{"hugehash", "hugezset"}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/tests/harness"
 )
@@ -47,7 +48,7 @@ func scanAll(t testing.TB, rdb []byte, want *slots.Set, opts ...Option) ([]saved
 }
 
 // saveRDB makes the server write its RDB and returns the file's bytes.
-func saveRDB(t testing.TB, s *harness.Server) []byte {
+func saveRDB(t testing.TB, s *localcluster.Server) []byte {
 	t.Helper()
 	c := s.Client()
 	defer c.Close()
@@ -83,8 +84,8 @@ func testScanAgainstRedis(t *testing.T, compression string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := harness.ServerT(t, harness.Options{Config: []string{"rdbcompression " + compression}})
-	dst := harness.ServerT(t, harness.Options{})
+	src := harness.ServerT(t, localcluster.Options{Config: []string{"rdbcompression " + compression}})
+	dst := harness.ServerT(t, localcluster.Options{})
 	sc, dc := src.Client(), dst.Client()
 	defer sc.Close()
 	defer dc.Close()
@@ -94,7 +95,7 @@ func testScanAgainstRedis(t *testing.T, compression string) {
 	for i := 0; bigChosen(prefix, set) < 4; i++ {
 		prefix = "k" + strconv.Itoa(i)
 	}
-	keys, err := harness.FillEveryType(ctx, sc, prefix, harness.FillOptions{Small: 12, BigElements: bigElements(t), TTL: time.Hour, Seed: 7})
+	keys, err := localcluster.FillEveryType(ctx, sc, prefix, localcluster.FillOptions{Small: 12, BigElements: bigElements(t), TTL: time.Hour, Seed: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func testScanAgainstRedis(t *testing.T, compression string) {
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatalf("RESTORE: %v", err)
 	}
-	if err := harness.CompareKeys(ctx, sc, dc, got); err != nil {
+	if err := localcluster.CompareKeys(ctx, sc, dc, got); err != nil {
 		t.Fatalf("after RESTORE: %v", err)
 	}
 
@@ -220,7 +221,7 @@ func testScanAgainstRedis(t *testing.T, compression string) {
 			t.Fatalf("replay %q: %v", e.key, err)
 		}
 	}
-	if err := harness.CompareKeys(ctx, sc, dc, got); err != nil {
+	if err := localcluster.CompareKeys(ctx, sc, dc, got); err != nil {
 		t.Fatalf("after replay: %v", err)
 	}
 	t.Logf("%d keys of %d, %d bytes; replayed with %d commands", len(entries), st.Keys, len(rdb), commands)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/tests/harness"
 )
@@ -25,9 +26,9 @@ func keyArgs(args ...string) [][]byte {
 
 // serverTable starts a cluster-mode server and loads its table over RESP3
 // (go-redis's default).
-func tableFromServer(t testing.TB) (*KeyTable, *redis.Client, *harness.Server) {
+func tableFromServer(t testing.TB) (*KeyTable, *redis.Client, *localcluster.Server) {
 	t.Helper()
-	s := harness.ServerT(t, harness.Options{Cluster: true})
+	s := harness.ServerT(t, localcluster.Options{Cluster: true})
 	c := s.Client()
 	t.Cleanup(func() { c.Close() })
 	tbl, err := LoadKeyTable(context.Background(), c)
@@ -379,7 +380,7 @@ func knownDisagreement(args []string) bool {
 // COMMAND GETKEYS gets wrong and Classify gets right.
 func TestSortStoreDestinationNamedLikeOption(t *testing.T) {
 	ctx := context.Background()
-	s := harness.ServerT(t, harness.Options{})
+	s := harness.ServerT(t, localcluster.Options{})
 	c := s.Client()
 	defer c.Close()
 	tbl, err := LoadKeyTable(ctx, c)

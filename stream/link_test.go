@@ -13,17 +13,18 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/tests/harness"
 )
 
 // oneNodeCluster starts a cluster-mode master owning every slot.
-func oneNodeCluster(t *testing.T, config ...string) *harness.Server {
+func oneNodeCluster(t *testing.T, config ...string) *localcluster.Server {
 	t.Helper()
-	c := harness.ClusterT(t, []string{"0-16383"}, harness.Options{Config: config})
+	c := harness.ClusterT(t, []string{"0-16383"}, localcluster.Options{Config: config})
 	return c.Nodes[0]
 }
 
-func openLink(t *testing.T, s *harness.Server, cfg Config) (*Link, *KeyTable) {
+func openLink(t *testing.T, s *localcluster.Server, cfg Config) (*Link, *KeyTable) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -45,7 +46,7 @@ func openLink(t *testing.T, s *harness.Server, cfg Config) (*Link, *KeyTable) {
 
 // streamAfterRDB opens a link, reads the RDB to its end, and returns its
 // command stream as readAll does.
-func streamAfterRDB(t *testing.T, s *harness.Server) (<-chan *Command, <-chan error) {
+func streamAfterRDB(t *testing.T, s *localcluster.Server) (<-chan *Command, <-chan error) {
 	t.Helper()
 	l, keys := openLink(t, s, Config{})
 	if _, err := io.Copy(io.Discard, l.RDB()); err != nil {
@@ -347,7 +348,7 @@ func TestBadSourceIsAnError(t *testing.T) {
 	if _, err := Open(ctx, Config{Conn: cluster.Conn{Addr: "127.0.0.1:1"}}); err == nil {
 		t.Fatal("Open of a closed port succeeded")
 	}
-	s := harness.ServerT(t, harness.Options{Config: []string{"requirepass secret"}})
+	s := harness.ServerT(t, localcluster.Options{Config: []string{"requirepass secret"}})
 	if _, err := Open(ctx, Config{Conn: cluster.Conn{Addr: s.Addr, Password: "wrong"}}); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
 		t.Fatalf("Open with a wrong password: %v", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/internal/info"
+	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/tests/harness"
 )
@@ -62,8 +63,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 	load(t, cc, 5000, mustSlots(t, "0-5460"))
 
 	// A master outside the cluster, and a replica inside it.
-	outsider := harness.ServerT(t, harness.Options{Cluster: true})
-	replica := harness.ServerT(t, harness.Options{Cluster: true})
+	outsider := harness.ServerT(t, localcluster.Options{Cluster: true})
+	replica := harness.ServerT(t, localcluster.Options{Cluster: true})
 	first := c.Nodes[0].Client()
 	defer first.Close()
 	if err := first.ClusterMeet(ctx, "127.0.0.1", strings.Split(replica.Addr, ":")[1]).Err(); err != nil {
@@ -300,7 +301,7 @@ func TestOthersRefusedWritesDoNotFailTheMove(t *testing.T) {
 // rejectedSets reads the target's count of refused SET calls.
 func rejectedSets(t *testing.T, c *redis.Client) int64 {
 	t.Helper()
-	n, err := harness.CommandStat(context.Background(), c, "set", "rejected_calls")
+	n, err := localcluster.CommandStat(context.Background(), c, "set", "rejected_calls")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +309,7 @@ func rejectedSets(t *testing.T, c *redis.Client) int64 {
 }
 
 // assertUnchanged fails unless the cluster's fingerprint is still before.
-func assertUnchanged(t *testing.T, c *harness.Cluster, before string) {
+func assertUnchanged(t *testing.T, c *localcluster.Cluster, before string) {
 	t.Helper()
 	after, err := c.Fingerprint(context.Background())
 	if err != nil {
@@ -462,9 +463,9 @@ func TestServerWithBuiltInMigrationIsLeftToIt(t *testing.T) {
 	if _, err := os.Stat(bin); err != nil {
 		t.Skipf("skipped: no Redis build with atomic slot migration at %s", bin)
 	}
-	defer func(was string) { harness.ServerBin = was }(harness.ServerBin)
-	harness.ServerBin = bin
-	c := harness.ClusterT(t, []string{"0-16383", ""}, harness.Options{})
+	defer func(was string) { localcluster.ServerBin = was }(localcluster.ServerBin)
+	localcluster.ServerBin = bin
+	c := harness.ClusterT(t, []string{"0-16383", ""}, localcluster.Options{})
 	before, err := c.Fingerprint(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -480,13 +481,13 @@ func TestServerWithBuiltInMigrationIsLeftToIt(t *testing.T) {
 // has already switched: it exits 3, says what is left and how to finish,
 // and the target serves every key.
 func TestStuckMoveSaysHowToRepair(t *testing.T) {
-	c := harness.ClusterT(t, []string{"0-16383", ""}, harness.Options{Config: []string{`rename-command SCRIPT ""`}})
+	c := harness.ClusterT(t, []string{"0-16383", ""}, localcluster.Options{Config: []string{`rename-command SCRIPT ""`}})
 	ctx := context.Background()
 	cc := c.Client()
 	defer cc.Close()
 	set := mustSlots(t, "0-100")
 	keys := keysIn(load(t, cc, 5000, set), set)
-	before, err := harness.Capture(ctx, cc, keys)
+	before, err := localcluster.Capture(ctx, cc, keys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -523,7 +524,7 @@ func infoInt(t *testing.T, c *redis.Client, section, field string) int64 {
 }
 
 // hasDryRun reports whether the cluster's servers have ACL DRYRUN (7.0+).
-func hasDryRun(t *testing.T, c *harness.Cluster) bool {
+func hasDryRun(t *testing.T, c *localcluster.Cluster) bool {
 	t.Helper()
 	n := c.Nodes[0].Client()
 	defer n.Close()

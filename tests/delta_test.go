@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/tests/harness"
@@ -48,7 +49,7 @@ func TestMultiKeyWritesDuringMove(t *testing.T) {
 	defer cc.Close()
 	set := mustSlots(t, "0-5460")
 	load(t, cc, 10_000, set)
-	mirror := harness.ServerT(t, harness.Options{}).Client()
+	mirror := harness.ServerT(t, localcluster.Options{}).Client()
 	defer mirror.Close()
 	// The workload's client follows redirections and waits out a node that
 	// is down for longer than go-redis does by default: a command refused
@@ -154,7 +155,7 @@ func TestMultiKeyWritesDuringMove(t *testing.T) {
 	}
 	target := c.Nodes[3].Client()
 	defer target.Close()
-	if err := harness.CompareKeys(ctx, mirror, target, keys); err != nil {
+	if err := localcluster.CompareKeys(ctx, mirror, target, keys); err != nil {
 		t.Fatalf("target differs from the mirror: %v", err)
 	}
 	t.Logf("%d keys resynced, %d delta commands", sum.KeysResynced, sum.DeltaCommands)
@@ -288,7 +289,7 @@ func TestResyncsOfExpiringAndHotKeys(t *testing.T) {
 // moveHeldInCatchUp starts a move of set from the first master to the
 // fourth that stays in catch-up (a fence that is never met) until cancel,
 // and returns once it is there; done gives its summary at the end.
-func moveHeldInCatchUp(t *testing.T, c *harness.Cluster, set *slots.Set) (done <-chan mover.Summary, cancel func()) {
+func moveHeldInCatchUp(t *testing.T, c *localcluster.Cluster, set *slots.Set) (done <-chan mover.Summary, cancel func()) {
 	t.Helper()
 	inCatchUp := make(chan struct{})
 	var once sync.Once
@@ -506,7 +507,7 @@ func TestKeysExtendedBeforeTheyExpireSurviveALateTarget(t *testing.T) {
 			t.Fatalf("%s: %v", k, err)
 		}
 	}
-	want, err := harness.Capture(ctx, source, slices.Collect(maps.Keys(keys)))
+	want, err := localcluster.Capture(ctx, source, slices.Collect(maps.Keys(keys)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -531,7 +532,7 @@ func TestKeysExtendedBeforeTheyExpireSurviveALateTarget(t *testing.T) {
 func TestFlushAllDuringSnapshotLeavesTargetEmpty(t *testing.T) {
 	// The target owns slots and keys of its own: its rollback is the paced
 	// purge, not a flush of the whole node.
-	c := harness.ClusterT(t, []string{"0-5460", "5461-10922", "10923-16000", "16001-16383"}, harness.Options{})
+	c := harness.ClusterT(t, []string{"0-5460", "5461-10922", "10923-16000", "16001-16383"}, localcluster.Options{})
 	ctx := context.Background()
 	cc := c.Client()
 	defer cc.Close()

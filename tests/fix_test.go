@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/tests/harness"
 )
 
@@ -154,7 +155,7 @@ func fixGivesBack(t *testing.T, form string) {
 		t.Fatal(err)
 	}
 	moved = append(moved, late, changed)
-	want, err := harness.Capture(ctx, cc, moved)
+	want, err := localcluster.Capture(ctx, cc, moved)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +199,7 @@ func fixGivesBack(t *testing.T, form string) {
 			t.Fatalf("the target keeps %d keys of slot %d", n, s)
 		}
 	}
-	if err := harness.CheckWithRedisCli(ctx, c.Nodes[3].Addr); err != nil {
+	if err := localcluster.CheckWithRedisCli(ctx, c.Nodes[3].Addr); err != nil {
 		t.Fatal(err)
 	}
 	if code, stdout, _ := runCLI(t, "fix", "--node", c.Nodes[0].Addr); code != 0 || !strings.Contains(stdout, "nothing to repair") {
@@ -214,11 +215,11 @@ func fixGivesBack(t *testing.T, form string) {
 // Without full coverage required (as many clusters run), the source keeps
 // serving its other slots, and would let a cleanup of them through.
 func TestFixKeepsKeysWhenTheTargetDies(t *testing.T) {
-	opts := harness.Options{Config: []string{"cluster-node-timeout 2000", "cluster-require-full-coverage no"}}
+	opts := localcluster.Options{Config: []string{"cluster-node-timeout 2000", "cluster-require-full-coverage no"}}
 	c := harness.ClusterT(t, []string{"0-5460", "5461-10922", "10923-16383"}, opts)
 	ctx := context.Background()
 	opts.Cluster = true
-	replica, err := harness.StartServer(ctx, t.TempDir(), opts)
+	replica, err := localcluster.StartServer(ctx, t.TempDir(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,15 +11,16 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/tests/harness"
 )
 
 // fourMasters is the cluster of the move tests: three masters holding every
 // slot, one empty.
-func fourMasters(t *testing.T) *harness.Cluster {
+func fourMasters(t *testing.T) *localcluster.Cluster {
 	t.Helper()
-	return harness.ClusterT(t, []string{"0-5460", "5461-10922", "10923-16383", ""}, harness.Options{})
+	return harness.ClusterT(t, []string{"0-5460", "5461-10922", "10923-16383", ""}, localcluster.Options{})
 }
 
 // testLogger writes the mover's log through t.Log: shown for failed tests.
@@ -61,13 +62,13 @@ func load(t *testing.T, cc *redis.ClusterClient, n int, bigIn *slots.Set) []stri
 	ctx := context.Background()
 	var all []string
 	for i := 0; i < 150; i++ {
-		keys, err := harness.FillEveryType(ctx, cc, fmt.Sprintf("{p%d}", i), harness.FillOptions{Small: 2, TTL: time.Hour, Seed: uint64(i)})
+		keys, err := localcluster.FillEveryType(ctx, cc, fmt.Sprintf("{p%d}", i), localcluster.FillOptions{Small: 2, TTL: time.Hour, Seed: uint64(i)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		all = append(all, keys...)
 	}
-	big, err := harness.FillEveryType(ctx, cc, tagIn(bigIn, 0), harness.FillOptions{Small: 1, BigElements: 20_000, TTL: time.Hour})
+	big, err := localcluster.FillEveryType(ctx, cc, tagIn(bigIn, 0), localcluster.FillOptions{Small: 1, BigElements: 20_000, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/internal/info"
+	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/tests/harness"
@@ -22,14 +23,14 @@ import (
 // (the code path of `slotmover move`) and checks the outcome against the
 // data: every moved key is on dst as it was, none is left on src, every
 // node agrees on the owner, and redis-cli --cluster check is clean.
-func moveAndCheck(t *testing.T, c *harness.Cluster, src, dst int, set *slots.Set, keys []string, tune ...func(*mover.Options)) mover.Summary {
+func moveAndCheck(t *testing.T, c *localcluster.Cluster, src, dst int, set *slots.Set, keys []string, tune ...func(*mover.Options)) mover.Summary {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cc := c.Client()
 	defer cc.Close()
 	moved := keysIn(keys, set)
-	before, err := harness.Capture(ctx, cc, moved)
+	before, err := localcluster.Capture(ctx, cc, moved)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func moveAndCheck(t *testing.T, c *harness.Cluster, src, dst int, set *slots.Set
 			}
 		}
 	}
-	if err := harness.CheckWithRedisCli(ctx, c.Nodes[dst].Addr); err != nil {
+	if err := localcluster.CheckWithRedisCli(ctx, c.Nodes[dst].Addr); err != nil {
 		t.Fatal(err)
 	}
 	if sum.KeysCopied < int64(len(moved)) || sum.TotalMS <= 0 || sum.CutoverAttempts < 1 {
@@ -148,7 +149,7 @@ func TestPauseEndedByAnotherClientLosesNoWrite(t *testing.T) {
 
 // unpauseStorm sends CLIENT UNPAUSE to the nodes in a loop until stopped
 // (at most two minutes); stop returns how many it sent.
-func unpauseStorm(nodes ...*harness.Server) (stop func() int) {
+func unpauseStorm(nodes ...*localcluster.Server) (stop func() int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	var sent atomic.Int64
 	var wg sync.WaitGroup
@@ -178,13 +179,13 @@ func unpauseStorm(nodes ...*harness.Server) (stop func() int) {
 // the other is refused (exit 2) before it copies a key, and every key stays
 // readable.
 func TestOverlappingMovesToTwoTargets(t *testing.T) {
-	c := harness.ClusterT(t, []string{"0-5460", "5461-10922", "10923-16383", "", ""}, harness.Options{})
+	c := harness.ClusterT(t, []string{"0-5460", "5461-10922", "10923-16383", "", ""}, localcluster.Options{})
 	cc := c.Client()
 	defer cc.Close()
 	set := mustSlots(t, "0-2000")
 	keys := load(t, cc, 10_000, set)
 	ctx := context.Background()
-	before, err := harness.Capture(ctx, cc, keysIn(keys, set))
+	before, err := localcluster.Capture(ctx, cc, keysIn(keys, set))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +240,7 @@ func TestOverlappingMovesToTwoTargets(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
-		if err := harness.CheckWithRedisCli(ctx, c.Nodes[0].Addr); err != nil {
+		if err := localcluster.CheckWithRedisCli(ctx, c.Nodes[0].Addr); err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
 	}
@@ -315,10 +316,10 @@ func keys(t *testing.T, cc *redis.ClusterClient, set *slots.Set) []string {
 
 // addReplica starts a cluster node and makes it a replica of c.Nodes[of],
 // waiting until its link to the master is up.
-func addReplica(t *testing.T, c *harness.Cluster, of int) *harness.Server {
+func addReplica(t *testing.T, c *localcluster.Cluster, of int) *localcluster.Server {
 	t.Helper()
 	ctx := context.Background()
-	r := harness.ServerT(t, harness.Options{Cluster: true})
+	r := harness.ServerT(t, localcluster.Options{Cluster: true})
 	rc := r.Client()
 	defer rc.Close()
 	if err := rc.ClusterMeet(ctx, "127.0.0.1", fmt.Sprint(c.Nodes[of].Port)).Err(); err != nil {
@@ -348,7 +349,7 @@ func addReplica(t *testing.T, c *harness.Cluster, of int) *harness.Server {
 }
 
 // ownerOf is the ID of slot's owner in the first node's view.
-func ownerOf(t *testing.T, c *harness.Cluster, slot uint16) string {
+func ownerOf(t *testing.T, c *localcluster.Cluster, slot uint16) string {
 	t.Helper()
 	n := c.Nodes[0].Client()
 	defer n.Close()
@@ -380,7 +381,7 @@ func TestConcurrentMovesToOneTarget(t *testing.T) {
 	keys := load(t, cc, 20_000, a)
 	ctx := context.Background()
 	moved := append(keysIn(keys, a), keysIn(keys, b)...)
-	before, err := harness.Capture(ctx, cc, moved)
+	before, err := localcluster.Capture(ctx, cc, moved)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +418,7 @@ func TestConcurrentMovesToOneTarget(t *testing.T) {
 	if err := before.Compare(ctx, target); err != nil {
 		t.Fatalf("on the target itself: %v", err)
 	}
-	if err := harness.CheckWithRedisCli(ctx, c.Nodes[3].Addr); err != nil {
+	if err := localcluster.CheckWithRedisCli(ctx, c.Nodes[3].Addr); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/rdbparse"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/stream"
@@ -37,18 +38,18 @@ func TestSnapshotFilteredBySlot(t *testing.T) {
 		t.Run("diskless="+diskless, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			src := harness.ClusterT(t, []string{"0-16383"}, harness.Options{Config: []string{"repl-diskless-sync " + diskless}}).Nodes[0]
+			src := harness.ClusterT(t, []string{"0-16383"}, localcluster.Options{Config: []string{"repl-diskless-sync " + diskless}}).Nodes[0]
 			sc := src.Client()
 			defer sc.Close()
 			var all []string
 			for i := 0; i < 40; i++ {
-				keys, err := harness.FillEveryType(ctx, sc, fmt.Sprintf("{t%d}", i), harness.FillOptions{Small: 3, TTL: time.Hour, Seed: uint64(i)})
+				keys, err := localcluster.FillEveryType(ctx, sc, fmt.Sprintf("{t%d}", i), localcluster.FillOptions{Small: 3, TTL: time.Hour, Seed: uint64(i)})
 				if err != nil {
 					t.Fatal(err)
 				}
 				all = append(all, keys...)
 			}
-			big, err := harness.FillEveryType(ctx, sc, "{big}", harness.FillOptions{Small: 1, BigElements: 100_000, TTL: time.Hour})
+			big, err := localcluster.FillEveryType(ctx, sc, "{big}", localcluster.FillOptions{Small: 1, BigElements: 100_000, TTL: time.Hour})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -115,7 +116,7 @@ func TestSnapshotFilteredBySlot(t *testing.T) {
 			}
 
 			// Every payload restores to the same value and expiry.
-			scratch := harness.ServerT(t, harness.Options{})
+			scratch := harness.ServerT(t, localcluster.Options{})
 			rc := scratch.Client()
 			defer rc.Close()
 			p := rc.Pipeline()
@@ -125,12 +126,12 @@ func TestSnapshotFilteredBySlot(t *testing.T) {
 			if _, err := p.Exec(ctx); err != nil {
 				t.Fatalf("RESTORE: %v", err)
 			}
-			if err := harness.CompareKeys(ctx, sc, rc, gotKeys); err != nil {
+			if err := localcluster.CompareKeys(ctx, sc, rc, gotKeys); err != nil {
 				t.Fatal(err)
 			}
 
 			// Big keys decoded and replayed as commands are the same values.
-			replay := harness.ServerT(t, harness.Options{})
+			replay := harness.ServerT(t, localcluster.Options{})
 			pc := replay.Client()
 			defer pc.Close()
 			var bigKeys []string
@@ -150,7 +151,7 @@ func TestSnapshotFilteredBySlot(t *testing.T) {
 			if len(bigKeys) < 5 {
 				t.Fatalf("only %d big keys in the chosen slots: %v", len(bigKeys), bigKeys)
 			}
-			if err := harness.CompareKeys(ctx, sc, pc, bigKeys); err != nil {
+			if err := localcluster.CompareKeys(ctx, sc, pc, bigKeys); err != nil {
 				t.Fatal(err)
 			}
 		})

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/soak"
 	"github.com/slotmover/slotmover/tests/harness"
@@ -37,9 +38,9 @@ func soakEnv(t *testing.T, name string, def int64) int64 {
 }
 
 // soakCluster starts the 4-master cluster.
-func soakCluster(t *testing.T) *harness.Cluster {
+func soakCluster(t *testing.T) *localcluster.Cluster {
 	t.Helper()
-	return harness.ClusterT(t, []string{"0-5460", "5461-10922", "10923-16383", ""}, harness.Options{})
+	return harness.ClusterT(t, []string{"0-5460", "5461-10922", "10923-16383", ""}, localcluster.Options{})
 }
 
 // soakReport logs the report as the CLI prints it.
@@ -132,7 +133,7 @@ func TestSoakMovesLoseNoWrite(t *testing.T) {
 		role, err := cl.Do(ctx, "ROLE").Slice()
 		cl.Close()
 		if err == nil && len(role) > 0 && role[0] == "master" {
-			if err := harness.CheckWithRedisCli(ctx, n.Addr); err != nil {
+			if err := localcluster.CheckWithRedisCli(ctx, n.Addr); err != nil {
 				t.Error(err)
 			}
 			break

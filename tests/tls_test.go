@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/tests/harness"
 )
@@ -12,17 +13,17 @@ import (
 // A move over TLS only: the replica link, the applier and the control
 // connections all speak TLS with the cluster's certificate.
 func TestMoveOverTLS(t *testing.T) {
-	c := harness.ClusterT(t, []string{"0-16383", ""}, harness.Options{TLS: true})
+	c := harness.ClusterT(t, []string{"0-16383", ""}, localcluster.Options{TLS: true})
 	ctx := context.Background()
 	cc := c.Client()
 	defer cc.Close()
 	set := mustSlots(t, "0-8000")
 	keys := load(t, cc, 5000, set)
-	before, err := harness.Capture(ctx, cc, keysIn(keys, set))
+	before, err := localcluster.Capture(ctx, cc, keysIn(keys, set))
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := func(s *harness.Server) mover.Conn {
+	conn := func(s *localcluster.Server) mover.Conn {
 		return mover.Conn{Addr: s.Addr, TLS: s.TLS}
 	}
 	sum, err := mover.Run(ctx, mover.Options{Source: conn(c.Nodes[0]), Target: conn(c.Nodes[1]), Slots: set, Logger: testLogger(t)})

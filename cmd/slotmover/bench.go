@@ -11,7 +11,7 @@ import (
 	"syscall"
 
 	"github.com/slotmover/slotmover/bench"
-	"github.com/slotmover/slotmover/tests/harness"
+	"github.com/slotmover/slotmover/internal/localcluster"
 )
 
 // benchCmd compares slotmover with redis-cli --cluster reshard on fresh
@@ -41,7 +41,7 @@ table with the median of --runs runs.
 	methods := fs.String("methods", strings.Join(bench.Methods, ","), "comma-separated methods: reshard10, reshard1000 (redis-cli --cluster reshard with that --cluster-pipeline), slotmover")
 	fs.IntVar(&cfg.Runs, "runs", 1, "runs of each method and workload; the median is reported")
 	fs.IntVar(&cfg.LoadRate, "load-rate", 0, "INCRs per second a client sends over all slots during each move (0 for none)")
-	serverBin := fs.String("server-bin", harness.ServerBin, "redis-server binary to start (another build of Redis)")
+	serverBin := fs.String("server-bin", localcluster.ServerBin, "redis-server binary to start (another build of Redis)")
 	fs.StringVar(&cfg.RedisCli, "redis-cli", "redis-cli", "redis-cli binary for reshard")
 	fs.StringVar(&cfg.Dir, "dir", "", "parent directory of the servers' working directories (default the system temp dir)")
 	fs.BoolVar(&cfg.KeepDirs, "keep", false, "keep every run's directory (failed runs' are always kept)")
@@ -60,7 +60,7 @@ table with the median of --runs runs.
 		fmt.Fprintf(os.Stderr, "slotmover bench: %v\n", err)
 		return exitRefused
 	}
-	harness.ServerBin = *serverBin
+	localcluster.ServerBin = *serverBin
 	level := slog.LevelInfo
 	if *quiet {
 		level = slog.LevelWarn

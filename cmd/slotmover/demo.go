@@ -11,8 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/slotmover/slotmover/tests/harness"
+	"github.com/slotmover/slotmover/internal/localcluster"
 )
 
 // demoCmd starts a local cluster of 4 masters (3 with all slots, 1 empty),
@@ -36,7 +35,7 @@ func demoCmd(args []string) int {
 	defer os.RemoveAll(dir)
 
 	fmt.Fprintln(os.Stderr, "demo: starting 4 redis-server masters on loopback…")
-	c, err := harness.StartCluster(ctx, dir, []string{"0-5460", "5461-10922", "10923-16383", ""}, harness.Options{})
+	c, err := localcluster.StartCluster(ctx, dir, []string{"0-5460", "5461-10922", "10923-16383", ""}, localcluster.Options{})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
 		return exitFailed

@@ -1,20 +1,22 @@
+// Package harness binds internal/localcluster to package testing: servers
+// and clusters that a test starts are stopped at its cleanup, and a server
+// that crashed during a failed test has its log reported.
 package harness
 
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/slotmover/slotmover/internal/localcluster"
 )
 
-// Server starts a standalone server for a test and stops it at cleanup.
-func ServerT(t testing.TB, opts Options) *Server {
+// ServerT starts a standalone server for a test and stops it at cleanup.
+func ServerT(t testing.TB, opts localcluster.Options) *localcluster.Server {
 	t.Helper()
-	s, err := StartServer(context.Background(), t.TempDir(), opts)
-	if errors.Is(err, ErrNoTLS) {
-		t.Skipf("skipped: %s: %v", ServerBin, ErrNoTLS)
+	s, err := localcluster.StartServer(context.Background(), t.TempDir(), opts)
+	if errors.Is(err, localcluster.ErrNoTLS) {
+		t.Skipf("skipped: %s: %v", localcluster.ServerBin, localcluster.ErrNoTLS)
 	}
 	if err != nil {
 		t.Fatalf("start redis-server: %v", err)
@@ -23,12 +25,13 @@ func ServerT(t testing.TB, opts Options) *Server {
 	return s
 }
 
-// ClusterT starts a cluster for a test (see StartCluster) and stops it at cleanup.
-func ClusterT(t testing.TB, specs []string, opts Options) *Cluster {
+// ClusterT starts a cluster for a test (see localcluster.StartCluster) and
+// stops it at cleanup.
+func ClusterT(t testing.TB, specs []string, opts localcluster.Options) *localcluster.Cluster {
 	t.Helper()
-	c, err := StartCluster(context.Background(), t.TempDir(), specs, opts)
-	if errors.Is(err, ErrNoTLS) {
-		t.Skipf("skipped: %s: %v", ServerBin, ErrNoTLS)
+	c, err := localcluster.StartCluster(context.Background(), t.TempDir(), specs, opts)
+	if errors.Is(err, localcluster.ErrNoTLS) {
+		t.Skipf("skipped: %s: %v", localcluster.ServerBin, localcluster.ErrNoTLS)
 	}
 	if err != nil {
 		t.Fatalf("start cluster: %v", err)
@@ -42,38 +45,12 @@ func ClusterT(t testing.TB, specs []string, opts Options) *Cluster {
 	return c
 }
 
-// reportDeath logs, for a failed test, how a server that nobody stopped
-// ended (a crash, an OOM kill) and the end of its log, which goes away
-// with the test's temporary folder.
-func reportDeath(t testing.TB, s *Server) {
-	if !t.Failed() || s.Alive() || s.stopRequested.Load() {
+// reportDeath logs, for a failed test, how a server that nobody stopped ended.
+func reportDeath(t testing.TB, s *localcluster.Server) {
+	if !t.Failed() {
 		return
 	}
-	t.Logf("server %s (pid %d) exited during the test (%v); its log:\n%s", s.Addr, s.PID, s.cmd.ProcessState, s.crashExcerpt())
-}
-
-// crashExcerpt is the start of the server's bug report (the assertion or
-// signal and the stack trace) if its log has one, else the log's last lines.
-func (s *Server) crashExcerpt() string {
-	b, err := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
-	if err != nil {
-		return ""
+	if died := s.Died(); died != "" {
+		t.Log(died)
 	}
-	lines := strings.Split(string(b), "\n")
-	for i, l := range lines {
-		if !strings.Contains(l, "BUG REPORT START") {
-			continue
-		}
-		var out []string
-		for _, l := range lines[i:] {
-			if strings.Contains(l, "argv[") || strings.TrimSpace(l) == "" {
-				continue
-			}
-			if out = append(out, l); len(out) == 40 {
-				break
-			}
-		}
-		return strings.Join(out, "\n")
-	}
-	return strings.ReplaceAll(s.LogTail(40), " | ", "\n")
 }

@@ -1,7 +1,8 @@
-// Package harness starts real redis-server processes on free loopback ports,
-// forms them into clusters, and stops them by PID. Integration tests, the
-// benchmark and the demo all use it.
-package harness
+// Package localcluster starts real redis-server processes on free loopback
+// ports, forms them into clusters, fills them with keys of every type and
+// compares them, and stops them by PID. The demo, the benchmark and the
+// tests use it; the helpers bound to package testing live in tests/harness.
+package localcluster
 
 import (
 	"bufio"
@@ -216,6 +217,42 @@ func (s *Server) Alive() bool {
 	default:
 		return true
 	}
+}
+
+// Died reports how a server that nobody stopped ended (a crash, an OOM
+// kill) and the start of its bug report or the end of its log, which goes
+// away with its directory; "" while it runs or after Stop.
+func (s *Server) Died() string {
+	if s.Alive() || s.stopRequested.Load() {
+		return ""
+	}
+	return fmt.Sprintf("server %s (pid %d) exited (%v); its log:\n%s", s.Addr, s.PID, s.cmd.ProcessState, s.crashExcerpt())
+}
+
+// crashExcerpt is the start of the server's bug report (the assertion or
+// signal and the stack trace) if its log has one, else the log's last lines.
+func (s *Server) crashExcerpt() string {
+	b, err := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(string(b), "\n")
+	for i, l := range lines {
+		if !strings.Contains(l, "BUG REPORT START") {
+			continue
+		}
+		var out []string
+		for _, l := range lines[i:] {
+			if strings.Contains(l, "argv[") || strings.TrimSpace(l) == "" {
+				continue
+			}
+			if out = append(out, l); len(out) == 40 {
+				break
+			}
+		}
+		return strings.Join(out, "\n")
+	}
+	return strings.ReplaceAll(s.LogTail(40), " | ", "\n")
 }
 
 // LogTail returns the last n lines of the server's log, for error messages.

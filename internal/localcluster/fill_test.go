@@ -1,10 +1,13 @@
-package harness
+package localcluster_test
 
 import (
 	"context"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/tests/harness"
 )
 
 // TestFillAndCompare fills a cluster through a cluster client, copies the
@@ -12,11 +15,11 @@ import (
 // then finds each kind of difference.
 func TestFillAndCompare(t *testing.T) {
 	ctx := context.Background()
-	c := ClusterT(t, []string{"0-5460", "5461-10922", "10923-16383"}, Options{})
+	c := harness.ClusterT(t, []string{"0-5460", "5461-10922", "10923-16383"}, localcluster.Options{})
 	cc := c.Client()
 	defer cc.Close()
 	start := time.Now()
-	keys, err := FillEveryType(ctx, cc, "f", FillOptions{Small: 3, BigElements: 3000, TTL: time.Hour, Seed: 1})
+	keys, err := localcluster.FillEveryType(ctx, cc, "f", localcluster.FillOptions{Small: 3, BigElements: 3000, TTL: time.Hour, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +38,7 @@ func TestFillAndCompare(t *testing.T) {
 		t.Fatalf("cluster holds %d keys, FillEveryType returned %d names", dbsize, len(keys))
 	}
 
-	dst := ServerT(t, Options{})
+	dst := harness.ServerT(t, localcluster.Options{})
 	dc := dst.Client()
 	defer dc.Close()
 	for _, k := range keys {
@@ -54,7 +57,7 @@ func TestFillAndCompare(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := CompareKeys(ctx, cc, dc, keys); err != nil {
+	if err := localcluster.CompareKeys(ctx, cc, dc, keys); err != nil {
 		t.Fatal(err)
 	}
 
@@ -78,7 +81,7 @@ func TestFillAndCompare(t *testing.T) {
 	if err := dc.XGroupCreateConsumer(ctx, stream, "g1", "newcomer").Err(); err != nil {
 		t.Fatal(err)
 	}
-	err = CompareKeys(ctx, cc, dc, keys)
+	err = localcluster.CompareKeys(ctx, cc, dc, keys)
 	if err == nil {
 		t.Fatal("differences not found")
 	}

@@ -1,16 +1,19 @@
-package harness
+package localcluster_test
 
 import (
 	"context"
 	"fmt"
 	"testing"
 
+	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/tests/harness"
+
 	"github.com/slotmover/slotmover/slots"
 )
 
 func TestClusterForms(t *testing.T) {
 	ctx := context.Background()
-	c := ClusterT(t, []string{"0-5460", "5461-10922", "10923-16383", ""}, Options{})
+	c := harness.ClusterT(t, []string{"0-5460", "5461-10922", "10923-16383", ""}, localcluster.Options{})
 	cc := c.Client()
 	defer cc.Close()
 	for i := 0; i < 200; i++ {
