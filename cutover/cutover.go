@@ -42,9 +42,10 @@ type Plan struct {
 	// (Valkey 8; see SetSlotBlocks): a paused source holds it back, and a
 	// node with a replica online makes it wait for the replica's ack, which
 	// inside MULTI or a script crashes Valkey 8.0 (an assertion). The
-	// release is then DELSLOTS alone, the claim's one SETSLOT goes right
-	// after its transaction, and the source and the other masters are told
-	// the new owner after the unpause.
+	// release is then DELSLOTS alone, in a script that refuses it unless
+	// the source is still at the fence (see guardedRelease); the claim's
+	// one SETSLOT goes right after its transaction, and the source and the
+	// other masters are told the new owner after the unpause.
 	SetSlotBlocks bool
 	// StopAfterRelease is a fault for tests: Switch returns ErrStopped right
 	// after the source's release, as if the process died there: no claim,
@@ -70,15 +71,21 @@ var ErrNotOwner = errors.New("the source does not own every slot any more (anoth
 
 // Result describes one cutover attempt.
 type Result struct {
-	Fence int64 // the source's offset when the pause began
+	// Fence is the source's offset that the target reached before the
+	// release: where the pause began, or, with Plan.SetSlotBlocks, where
+	// the source was when its guarded release went through.
+	Fence int64
 	// ReleaseOffset is the source's offset as the release executed: every
 	// write it accepted in the slots lies before it. The target reached it
 	// before it claimed. It differs from Fence only when the pause did not
 	// hold (another client's CLIENT UNPAUSE, a pause that ran out, a server
-	// that let writes through).
+	// that let writes through), and never with Plan.SetSlotBlocks.
 	ReleaseOffset int64
-	Pause         time.Duration // from CLIENT PAUSE sent to CLIENT UNPAUSE answered
-	Released      bool          // the source gave the slots away and kept them so: there is no way back
+	// Refusals counts the guarded releases the source refused because
+	// writes had come in since the fence (Plan.SetSlotBlocks only).
+	Refusals int
+	Pause    time.Duration // from CLIENT PAUSE sent to CLIENT UNPAUSE answered
+	Released bool          // the source gave the slots away and kept them so: there is no way back
 
 	// Where the pause went. CatchUp is the wait for ReleaseOffset, after
 	// the release (0 when the pause held).
@@ -99,8 +106,11 @@ type Result struct {
 //     Check that the source still owns every slot; else unpause: ErrNotOwner.
 //  3. Source: EXEC of MULTI; CLUSTER DELSLOTS …; CLUSTER SETSLOT <s> NODE
 //     <target> …; INFO replication. From then on it answers -MOVED for the
-//     slots (or CLUSTERDOWN, with DELSLOTS alone) and keeps their keys as
-//     orphans; the offset INFO reports is the release offset.
+//     slots and keeps their keys as orphans; the offset INFO reports is the
+//     release offset. With Plan.SetSlotBlocks, a script that runs DELSLOTS
+//     only if the source is still at the fence (guardedRelease); refused,
+//     the target catches up with the new offset and the script is tried
+//     again, until the fence's deadline.
 //  4. Wait until the target has applied the stream up to the release
 //     offset. The source refused every write in the slots after it, so
 //     whether or not the pause held, the target now has every write the
@@ -141,10 +151,11 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 	if p.SetSlotBlocks {
 		told = nil
 	}
-	txs, err := queueAll(ctx, append([]txSpec{
-		{n.Source, "the release on source", func(pl redis.Pipeliner) { releaseCommands(ctx, pl, n.TargetID, p) }},
-		{n.Target, "the claim on target", func(pl redis.Pipeliner) { claimCommands(ctx, pl, n.TargetID, p) }},
-	}, newsFor(ctx, told, n.TargetID, p.Slots)...))
+	specs := []txSpec{{n.Target, "the claim on target", func(pl redis.Pipeliner) { claimCommands(ctx, pl, n.TargetID, p) }}}
+	if !p.SetSlotBlocks {
+		specs = append(specs, txSpec{n.Source, "the release on source", func(pl redis.Pipeliner) { releaseCommands(ctx, pl, n.TargetID, p) }})
+	}
+	txs, err := queueAll(ctx, append(specs, newsFor(ctx, told, n.TargetID, p.Slots)...))
 	if err != nil {
 		return res, err
 	}
@@ -153,7 +164,20 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 			tx.Close()
 		}
 	}()
-	release, claimTx, tell := txs[0], txs[1], txs[2:]
+	claimTx, tell := txs[0], txs[len(specs):]
+	release := func(ctx context.Context, _ int64) (int64, bool, error) {
+		replies, err := execTx(ctx, txs[1])
+		if err != nil {
+			return 0, false, err
+		}
+		relOff, err := info.Parse(fmt.Sprint(replies[len(replies)-1])).Int("master_repl_offset")
+		return relOff, true, err
+	}
+	if p.SetSlotBlocks {
+		release = func(ctx context.Context, fence int64) (int64, bool, error) {
+			return guardedRelease(ctx, n.Source, p.Slots, fence)
+		}
+	}
 
 	budget := p.PauseBudget
 	pausedAt := time.Now()
@@ -214,20 +238,40 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget+5*time.Second)
 	defer cancel()
 	releaseStart := time.Now()
-	replies, err := execTx(sctx, release)
-	res.Release = time.Since(releaseStart)
-	if err != nil {
-		if owned, oerr := sourceStillOwns(n.Source, p.Slots); oerr == nil && owned {
-			return res, errors.Join(fmt.Errorf("release on source: %w", err), unpause())
+	var relOff int64
+	for {
+		var released bool
+		relOff, released, err = release(sctx, off)
+		if err != nil {
+			res.Release = time.Since(releaseStart)
+			if owned, oerr := sourceStillOwns(n.Source, p.Slots); oerr == nil && owned {
+				return res, errors.Join(fmt.Errorf("release on source: %w", err), unpause())
+			}
+			res.Released = true
+			return res, errors.Join(fmt.Errorf("release on source failed half-way: %w", err), unpause())
 		}
-		res.Released = true
-		return res, errors.Join(fmt.Errorf("release on source failed half-way: %w", err), unpause())
+		if released {
+			break
+		}
+		// Refused: the pause did not hold, and writes came in since the
+		// fence. Nothing was released; the target catches up with them,
+		// and the release is tried again, within the fence's deadline.
+		res.Refusals++
+		fctx, cancel := context.WithDeadline(ctx, pausedAt.Add(p.FenceTimeout))
+		err = fence(fctx, relOff)
+		missed := errors.Is(fctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+		cancel()
+		if err != nil {
+			if missed {
+				err = fmt.Errorf("%w: the pause did not hold (offset %d at the fence, %d at the refused release) and the target did not reach it within %s: %w", ErrFenceMissed, off, relOff, p.FenceTimeout, err)
+			}
+			res.Release = time.Since(releaseStart)
+			return res, errors.Join(err, unpause())
+		}
+		off, res.Fence = relOff, relOff
 	}
+	res.Release = time.Since(releaseStart)
 	res.Released = true
-	relOff, err := info.Parse(fmt.Sprint(replies[len(replies)-1])).Int("master_repl_offset")
-	if err != nil {
-		return res, errors.Join(fmt.Errorf("the release's offset on source: %w", err), unpause())
-	}
 	res.ReleaseOffset = relOff
 	freeze(relOff)
 	if p.StopAfterRelease {
@@ -236,23 +280,11 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 
 	if relOff != off {
 		catchUpStart := time.Now()
-		wait := p.FenceTimeout
-		if p.SetSlotBlocks {
-			// Valkey 8 lets a node that imports a slot from a node that no
-			// longer claims it take the slot over by gossip: the target will
-			// own the slots within moments whatever we do, and giving them
-			// back would make two owners (the source deleting its keys when
-			// it learns of the other). Only forward: wait longer.
-			wait = max(wait, valkeyCatchUp)
-		}
-		fctx, cancel := context.WithTimeout(sctx, wait)
+		fctx, cancel := context.WithTimeout(sctx, p.FenceTimeout)
 		err := fence(fctx, relOff)
 		missed := errors.Is(fctx.Err(), context.DeadlineExceeded)
 		cancel()
 		res.CatchUp = time.Since(catchUpStart)
-		if err != nil && p.SetSlotBlocks {
-			return res, errors.Join(fmt.Errorf("the pause did not hold (offset %d at the fence, %d at the release) and the target did not reach the release offset within %s; on Valkey 8 it takes the slots over by gossip, so they are not given back: %w", off, relOff, wait, err), unpause())
-		}
 		if err != nil {
 			freeze(-1)
 			if gerr := giveBack(sctx, n.Source, p); gerr != nil {
@@ -559,9 +591,46 @@ func SetSlots(ctx context.Context, c *redis.Client, list []uint16, how ...any) e
 
 const setSlotsRound = 256
 
-// valkeyCatchUp bounds the wait for the release offset where the slots
-// cannot be given back (see Plan.SetSlotBlocks).
-const valkeyCatchUp = 5 * time.Second
+// guardedRelease gives the slots away (DELSLOTS) only if the source's
+// offset is still fence, and reports the offset it saw. Valkey 8 lets a
+// node that imports a slot take it over by gossip as soon as the slot's
+// owner stops claiming it, so there the release must not run ahead of the
+// target: a script, run atomically, compares and releases in one step. It
+// is flagged no-writes, which CLIENT PAUSE WRITE does not hold (the
+// release must run during the pause), and DELSLOTS, unlike SETSLOT on
+// Valkey 8, neither blocks nor replicates, so it is safe in a script.
+func guardedRelease(ctx context.Context, source *redis.Client, set *slots.Set, fence int64) (offset int64, released bool, err error) {
+	args := []any{"EVAL", guardedReleaseScript, 0, fence}
+	for _, s := range set.Slots() {
+		args = append(args, s)
+	}
+	reply, err := source.Do(ctx, args...).Slice()
+	if err != nil {
+		return 0, false, fmt.Errorf("guarded release on %s: %w", source.Options().Addr, err)
+	}
+	if len(reply) != 2 {
+		return 0, false, fmt.Errorf("guarded release on %s: reply %v", source.Options().Addr, reply)
+	}
+	done, _ := reply[0].(int64)
+	offset, err = strconv.ParseInt(fmt.Sprint(reply[1]), 10, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("guarded release on %s: offset %v: %w", source.Options().Addr, reply[1], err)
+	}
+	return offset, done == 1, nil
+}
+
+// guardedReleaseScript: ARGV[1] the fence, ARGV[2…] the slots. It returns
+// {1, offset} when it released them, {0, offset} when the offset had moved.
+// DELSLOTS goes in batches, as Lua's unpack has a bounded stack.
+const guardedReleaseScript = `#!lua flags=no-writes
+local off = string.match(redis.call('INFO', 'replication'), 'master_repl_offset:(%d+)')
+if off ~= ARGV[1] then
+  return {0, off}
+end
+for i = 2, #ARGV, 1000 do
+  redis.call('CLUSTER', 'DELSLOTS', unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
+return {1, off}`
 
 // sourceStillOwns reports whether the source still claims every slot.
 func sourceStillOwns(c *redis.Client, set *slots.Set) (bool, error) {
