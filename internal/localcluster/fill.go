@@ -248,14 +248,31 @@ func (f *filler) big(prefix string, n int) error {
 	return nil
 }
 
-// CompareKeys checks that every key has the same TYPE, DEBUG DIGEST-VALUE
-// and PEXPIRETIME (within 1 s; computed from PTTL on servers before 7.0,
-// which lack PEXPIRETIME) on src and dst, and for streams the same
-// XINFO GROUPS and XPENDING summaries. The error names the first few keys
-// that differ. Either side may be a *redis.ClusterClient.
+// CompareKeys checks that every key exists on src and has the same TYPE,
+// DEBUG DIGEST-VALUE and PEXPIRETIME (within 1 s; computed from PTTL on
+// servers before 7.0, which lack PEXPIRETIME) on src and dst, and for
+// streams the same XINFO GROUPS and XPENDING summaries. A key that exists
+// on neither side is a difference too: the keys are ones the caller
+// expects to exist, and two empty answers would prove nothing (see
+// CompareKeysMayBeAbsent for keys that may have been deleted). The error
+// names the first few keys that differ. Either side may be a
+// *redis.ClusterClient.
 func CompareKeys(ctx context.Context, src, dst redis.Cmdable, keys []string) error {
+	_, err := compareKeys(ctx, src, dst, keys, false)
+	return err
+}
+
+// CompareKeysMayBeAbsent is CompareKeys for keys that src may no longer
+// hold (deleted, renamed away): such a key must be absent from dst too, a
+// copy there is reported as resurrected. It returns how many of the keys
+// src holds, so that the caller can tell a comparison of nothing.
+func CompareKeysMayBeAbsent(ctx context.Context, src, dst redis.Cmdable, keys []string) (present int, err error) {
+	return compareKeys(ctx, src, dst, keys, true)
+}
+
+func compareKeys(ctx context.Context, src, dst redis.Cmdable, keys []string, mayBeAbsent bool) (int, error) {
 	var diffs []string
-	total := 0
+	total, present := 0, 0
 	note := func(key, format string, args ...any) {
 		total++
 		if len(diffs) < 5 {
@@ -267,31 +284,51 @@ func CompareKeys(ctx context.Context, src, dst redis.Cmdable, keys []string) err
 		part := keys[start:min(start+batch, len(keys))]
 		a, err := describe(ctx, src, part)
 		if err != nil {
-			return fmt.Errorf("compare: source: %w", err)
+			return 0, fmt.Errorf("compare: source: %w", err)
 		}
 		b, err := describe(ctx, dst, part)
 		if err != nil {
-			return fmt.Errorf("compare: target: %w", err)
+			return 0, fmt.Errorf("compare: target: %w", err)
 		}
 		for i, key := range part {
-			x, y := a[i], b[i]
-			switch {
-			case x.typ != y.typ:
-				note(key, "type %s vs %s", x.typ, y.typ)
-			case x.digest != y.digest:
-				note(key, "digest %s vs %s", x.digest, y.digest)
-			case (x.expire < 0 || y.expire < 0) && x.expire != y.expire,
-				x.expire-y.expire > 1000 || y.expire-x.expire > 1000:
-				note(key, "pexpiretime %d vs %d", x.expire, y.expire)
-			case x.groups != y.groups:
-				note(key, "stream groups\n  %s\nvs\n  %s", x.groups, y.groups)
+			if a[i].exists() {
+				present++
+			}
+			if d := diff(a[i], b[i], mayBeAbsent); d != "" {
+				note(key, "%s", d)
 			}
 		}
 	}
 	if total > 0 {
-		return fmt.Errorf("compare: %d of %d keys differ: %s", total, len(keys), strings.Join(diffs, "; "))
+		return present, fmt.Errorf("compare: %d of %d keys differ: %s", total, len(keys), strings.Join(diffs, "; "))
 	}
-	return nil
+	return present, nil
+}
+
+// diff says how the state y differs from the expected state x, or "".
+// A key absent from x is expected absent from y only when mayBeAbsent.
+func diff(x, y keyState, mayBeAbsent bool) string {
+	switch {
+	case !x.exists() && !y.exists():
+		if mayBeAbsent {
+			return ""
+		}
+		return "absent on both sides, expected to exist"
+	case !x.exists():
+		return fmt.Sprintf("resurrected: expected absent, found a %s", y.typ)
+	case !y.exists():
+		return fmt.Sprintf("missing: expected a %s", x.typ)
+	case x.typ != y.typ:
+		return fmt.Sprintf("type %s vs %s", x.typ, y.typ)
+	case x.digest != y.digest:
+		return fmt.Sprintf("digest %s vs %s", x.digest, y.digest)
+	case (x.expire < 0 || y.expire < 0) && x.expire != y.expire,
+		x.expire-y.expire > 1000 || y.expire-x.expire > 1000:
+		return fmt.Sprintf("pexpiretime %d vs %d", x.expire, y.expire)
+	case x.groups != y.groups:
+		return fmt.Sprintf("stream groups\n  %s\nvs\n  %s", x.groups, y.groups)
+	}
+	return ""
 }
 
 type keyState struct {
@@ -299,6 +336,9 @@ type keyState struct {
 	expire      int64
 	groups      string // streams: XINFO GROUPS and XPENDING summaries, as text
 }
+
+// exists reports whether the key was there (TYPE answers "none" for no key).
+func (k keyState) exists() bool { return k.typ != "" && k.typ != "none" }
 
 func describe(ctx context.Context, c redis.Cmdable, keys []string) ([]keyState, error) {
 	pipe := c.Pipeline()

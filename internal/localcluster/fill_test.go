@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/tests/harness"
 )
@@ -89,5 +91,65 @@ func TestFillAndCompare(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}
+	}
+	var untouched []string
+	for _, k := range keys {
+		if k != stream && k != list && k != str {
+			untouched = append(untouched, k)
+		}
+	}
+	absentAndResurrected(t, cc, dc, untouched)
+}
+
+// absentAndResurrected checks the comparisons on keys that do not exist: a
+// key expected to exist that is on neither side is a difference, not two
+// equal empty answers; a key missing on the target is named as missing; a
+// deleted key that comes back is named as resurrected.
+func absentAndResurrected(t *testing.T, src *redis.ClusterClient, dst *redis.Client, keys []string) {
+	ctx := context.Background()
+	ghost := "f:never-written"
+	err := localcluster.CompareKeys(ctx, src, dst, []string{keys[0], ghost})
+	if err == nil || !strings.Contains(err.Error(), `"`+ghost+`": absent on both sides`) || !strings.Contains(err.Error(), "1 of 2") {
+		t.Errorf("CompareKeys of a key neither side has: %v", err)
+	}
+	if _, err := localcluster.Capture(ctx, src, []string{keys[0], ghost}); err == nil || !strings.Contains(err.Error(), ghost) {
+		t.Errorf("Capture of a key that does not exist: %v", err)
+	}
+	// A key deleted on the source: absent on both sides is what is expected.
+	gone := keys[1]
+	if err := src.Del(ctx, gone).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := localcluster.CompareKeysMayBeAbsent(ctx, src, dst, []string{keys[2], gone}); err == nil || n != 1 ||
+		!strings.Contains(err.Error(), `"`+gone+`": resurrected`) || !strings.Contains(err.Error(), "1 of 2") {
+		t.Errorf("CompareKeysMayBeAbsent with a deleted key the target still has: %d present, %v", n, err)
+	}
+	if err := dst.Del(ctx, gone).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := localcluster.CompareKeysMayBeAbsent(ctx, src, dst, []string{keys[2], gone}); err != nil || n != 1 {
+		t.Errorf("CompareKeysMayBeAbsent once both lack the deleted key: %d present, %v", n, err)
+	}
+	ks, err := localcluster.CaptureMayBeAbsent(ctx, src, []string{keys[2], gone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ks.Present() != 1 {
+		t.Errorf("captured %d present keys, want 1", ks.Present())
+	}
+	if err := ks.Compare(ctx, dst); err != nil {
+		t.Errorf("KeyStates.Compare with the deleted key absent on both: %v", err)
+	}
+	// The deleted key comes back on the target; a kept key goes missing.
+	if err := dst.Set(ctx, gone, "back", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Del(ctx, keys[2]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	err = ks.Compare(ctx, dst)
+	if err == nil || !strings.Contains(err.Error(), `"`+gone+`": resurrected: expected absent, found a string`) ||
+		!strings.Contains(err.Error(), `"`+keys[2]+`": missing`) || !strings.Contains(err.Error(), "2 of 2") {
+		t.Errorf("KeyStates.Compare with a resurrected and a missing key: %v", err)
 	}
 }

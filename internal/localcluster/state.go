@@ -130,12 +130,45 @@ func CheckWithRedisCli(ctx context.Context, addr string) error {
 // KeyStates are keys' types, value digests, expiry times (and, for streams,
 // group summaries) captured at one moment, to compare with later.
 type KeyStates struct {
-	keys   []string
-	states []keyState
+	keys        []string
+	states      []keyState
+	mayBeAbsent bool
 }
 
-// Capture reads the states of keys through c (a cluster client routes each key).
+// Capture reads the states of keys through c (a cluster client routes each
+// key). Every key must exist: a key list that names keys nobody wrote (a
+// fill that went elsewhere, keys that expired) would make Compare check
+// nothing. CaptureMayBeAbsent is for lists with deleted keys.
 func Capture(ctx context.Context, c redis.Cmdable, keys []string) (*KeyStates, error) {
+	ks, err := capture(ctx, c, keys)
+	if err != nil {
+		return nil, err
+	}
+	var absent []string
+	for i, st := range ks.states {
+		if !st.exists() {
+			absent = append(absent, ks.keys[i])
+		}
+	}
+	if len(absent) > 0 {
+		return nil, fmt.Errorf("capture: %d of %d keys do not exist, e.g. %q", len(absent), len(keys), absent[:min(5, len(absent))])
+	}
+	return ks, nil
+}
+
+// CaptureMayBeAbsent is Capture for a list that also names keys that do not
+// exist (deleted ones): Compare then checks that they are still absent, and
+// reports one that exists as resurrected.
+func CaptureMayBeAbsent(ctx context.Context, c redis.Cmdable, keys []string) (*KeyStates, error) {
+	ks, err := capture(ctx, c, keys)
+	if err != nil {
+		return nil, err
+	}
+	ks.mayBeAbsent = true
+	return ks, nil
+}
+
+func capture(ctx context.Context, c redis.Cmdable, keys []string) (*KeyStates, error) {
 	ks := &KeyStates{keys: keys}
 	const batch = 500
 	for start := 0; start < len(keys); start += batch {
@@ -148,29 +181,30 @@ func Capture(ctx context.Context, c redis.Cmdable, keys []string) (*KeyStates, e
 	return ks, nil
 }
 
+// Present returns how many of the captured keys existed when captured.
+func (ks *KeyStates) Present() int {
+	n := 0
+	for _, st := range ks.states {
+		if st.exists() {
+			n++
+		}
+	}
+	return n
+}
+
 // Compare checks that c now holds every key the same way (expiry within
-// 1 s); the error names the first few that differ.
+// 1 s), and no key that was absent; the error names the first few that
+// differ.
 func (ks *KeyStates) Compare(ctx context.Context, c redis.Cmdable) error {
-	now, err := Capture(ctx, c, ks.keys)
+	now, err := capture(ctx, c, ks.keys)
 	if err != nil {
 		return err
 	}
 	var diffs []string
 	total := 0
 	for i, key := range ks.keys {
-		x, y := ks.states[i], now.states[i]
-		var d string
-		switch {
-		case x.typ != y.typ:
-			d = fmt.Sprintf("type %s vs %s", x.typ, y.typ)
-		case x.digest != y.digest:
-			d = fmt.Sprintf("digest %s vs %s", x.digest, y.digest)
-		case (x.expire < 0 || y.expire < 0) && x.expire != y.expire,
-			x.expire-y.expire > 1000 || y.expire-x.expire > 1000:
-			d = fmt.Sprintf("pexpiretime %d vs %d", x.expire, y.expire)
-		case x.groups != y.groups:
-			d = fmt.Sprintf("stream groups\n  %s\nvs\n  %s", x.groups, y.groups)
-		default:
+		d := diff(ks.states[i], now.states[i], ks.mayBeAbsent)
+		if d == "" {
 			continue
 		}
 		total++
@@ -182,6 +216,71 @@ func (ks *KeyStates) Compare(ctx context.Context, c redis.Cmdable) error {
 		return fmt.Errorf("compare: %d of %d keys differ: %s", total, len(ks.keys), strings.Join(diffs, "; "))
 	}
 	return nil
+}
+
+// Orphans lists the keys that running nodes hold in slots they do not
+// serve: for a master, slots its own view does not give it (importing ones
+// included: no move is under way when this is asked); for a replica, slots
+// its view does not give its master. Each entry names the node, the slot,
+// how many keys it holds there and one of them. Keys a move left behind on
+// its source, or copies on a target that never claimed the slots, show here.
+func (c *Cluster) Orphans(ctx context.Context) ([]string, error) {
+	var out []string
+	for _, s := range c.Nodes {
+		if !s.Alive() {
+			continue
+		}
+		found, err := orphansOn(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, found...)
+	}
+	return out, nil
+}
+
+func orphansOn(ctx context.Context, s *Server) ([]string, error) {
+	cl := s.Client()
+	defer cl.Close()
+	top, err := cluster.Load(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	serves := &top.Myself.Slots
+	if !top.Myself.Is("master") {
+		m := top.ByID(top.Myself.MasterID)
+		if m == nil {
+			return nil, fmt.Errorf("%s replicates %s, which its view does not list", s.Addr, top.Myself.MasterID)
+		}
+		serves = &m.Slots
+	}
+	var foreign []uint16
+	for x := 0; x < slots.Count; x++ {
+		if !serves.Contains(uint16(x)) {
+			foreign = append(foreign, uint16(x))
+		}
+	}
+	counts, err := cluster.CountKeys(ctx, cl, foreign)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for i, n := range counts {
+		if n == 0 {
+			continue
+		}
+		x := foreign[i]
+		owner := "nobody"
+		if o := top.AssignedTo(x); o != nil {
+			owner = o.Addr
+		}
+		some, err := cl.ClusterGetKeysInSlot(ctx, int(x), 1).Result()
+		if err != nil {
+			return nil, fmt.Errorf("CLUSTER GETKEYSINSLOT on %s: %w", s.Addr, err)
+		}
+		out = append(out, fmt.Sprintf("%s holds %d keys of slot %d (served by %s in its view), e.g. %q", s.Addr, n, x, owner, some))
+	}
+	return out, nil
 }
 
 // CommandStat reads one field of a command's line in INFO commandstats
