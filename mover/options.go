@@ -168,7 +168,10 @@ type Summary struct {
 	CutoverAttempts int      `json:"cutover_attempts"`
 	FenceOffset     int64    `json:"fence_offset"`   // the source's offset when its write pause began
 	ReleaseOffset   int64    `json:"release_offset"` // its offset at the release, which the target reached before it claimed
-	OrphansRemoved  int64    `json:"orphans_removed"`
+	// ReleaseRefusals counts the guarded releases (Valkey 8) that the
+	// source refused because writes came through a broken pause.
+	ReleaseRefusals int   `json:"release_refusals"`
+	OrphansRemoved  int64 `json:"orphans_removed"`
 }
 
 // Results.

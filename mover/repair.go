@@ -29,6 +29,11 @@ type NodeState struct {
 	// Keys counts the keys the master holds per slot, owned or not (slots
 	// without keys are left out).
 	Keys map[uint16]int64
+	// GuardedRelease says that the master, as a move's source, releases
+	// slots only at an offset its target had reached (Valkey 8, see
+	// cutover.Plan.SetSlotBlocks), and that a target importing them takes
+	// them over by gossip once it no longer claims them.
+	GuardedRelease bool
 }
 
 // RepairKind is what a repair does.
@@ -45,6 +50,13 @@ const (
 	// another owner, ADDSLOTS; no epoch bump: nobody else was told), then
 	// the target is rolled back.
 	RepairGiveBack RepairKind = "give-back"
+	// RepairClaim: as a give-back, but the source's release was guarded
+	// (NodeState.GuardedRelease): the target had applied every write the
+	// source accepted in the slots before the source released them, and
+	// would take them over by gossip anyway, which a give-back would race
+	// (two owners: the loser deletes its keys). So the target claims them
+	// (bumping its epoch), the source is told, and its keys are cleaned up.
+	RepairClaim RepairKind = "claim"
 	// RepairRollback: the node imports slots that their owner never
 	// released (a move stopped before the switch, or a cleanup stopped with
 	// its marks on). The node's keys of the slots go, then the marks.
@@ -58,7 +70,7 @@ const (
 // Repair is one step of fix, on one node.
 type Repair struct {
 	Kind   RepairKind
-	NodeID string // where it runs: for a give-back, the source
+	NodeID string // where it runs: for a give-back, the source; for a claim, the target
 	Addr   string
 	Slots  *slots.Set
 	// Owner is, for a rollback or a cleanup, the master that claims the
@@ -68,12 +80,18 @@ type Repair struct {
 	// Target and TargetAddr are, for a give-back, the node that imported
 	// the slots and is rolled back once the source owns them again.
 	Target, TargetAddr string
+	// Source and SourceAddr are, for a claim, the node that released the
+	// slots, told the new owner once the target claims them.
+	Source, SourceAddr string
 	Why                string
 }
 
 func (r Repair) String() string {
-	if r.Kind == RepairGiveBack {
+	switch r.Kind {
+	case RepairGiveBack:
 		return fmt.Sprintf("%s slots %s on %s, then rollback on %s: %s", r.Kind, r.Slots, r.Addr, r.TargetAddr, r.Why)
+	case RepairClaim:
+		return fmt.Sprintf("%s slots %s on %s, released by %s: %s", r.Kind, r.Slots, r.Addr, r.SourceAddr, r.Why)
 	}
 	return fmt.Sprintf("%s slots %s on %s: %s", r.Kind, r.Slots, r.Addr, r.Why)
 }
@@ -92,7 +110,9 @@ type Plan struct {
 //
 //   - A slot that its source released to a target that never claimed it is
 //     given back to the source (the only node sure to hold every write),
-//     if the source holds its keys (or the target holds none).
+//     if the source holds its keys (or the target holds none); claimed by
+//     the target if the release was guarded (RepairClaim), if the target
+//     holds its keys (or the source holds none).
 //   - A slot imported from a healthy owner that claims it in its own view is
 //     rolled back on the importer, if the owner holds keys of it (or the
 //     importer holds none).
@@ -214,9 +234,12 @@ func (p *planner) repair(kind RepairKind, node, other string, s uint16, why stri
 	r := p.repairs[k]
 	if r == nil {
 		r = &Repair{Kind: kind, NodeID: node, Addr: p.addr(node), Slots: slots.NewSet(), Why: why}
-		if kind == RepairGiveBack {
+		switch kind {
+		case RepairGiveBack:
 			r.Target, r.TargetAddr = other, p.addr(other)
-		} else {
+		case RepairClaim:
+			r.Source, r.SourceAddr = other, p.addr(other)
+		default:
 			r.Owner = other
 		}
 		p.repairs[k] = r
@@ -311,6 +334,15 @@ func (p *planner) imported(s uint16, t string, claim []string) {
 				return
 			}
 		}
+		if src.GuardedRelease {
+			if kf := p.keys(f, s); kf > 0 && kt == 0 {
+				p.notes.add(s, kf, fmt.Sprintf("%s released {slots} to %s, which never claimed them, but %s holds none of their keys while %s holds {keys}: left alone (did %s lose its data? check before it takes them over by gossip)", F, T, T, F, T))
+				return
+			}
+			p.repair(RepairClaim, t, f, s, "it imports them from "+F+", which released them once it had every write made to them (a guarded release): it takes them over")
+			p.orphans(s, []string{t}, "")
+			return
+		}
 		if kt > 0 && p.keys(f, s) == 0 {
 			p.notes.add(s, kt, fmt.Sprintf("%s released {slots} to %s, which never claimed them, but %s holds none of their keys while %s holds {keys}: left alone (did %s lose its data? check before giving them back by hand)", F, T, F, T, F))
 			return
@@ -357,20 +389,20 @@ func (p *planner) orphans(s uint16, claim []string, skip string) {
 }
 
 func (p *planner) plan() Plan {
-	rank := map[RepairKind]int{RepairGiveBack: 0, RepairRollback: 1, RepairCleanup: 2}
+	rank := map[RepairKind]int{RepairGiveBack: 0, RepairClaim: 0, RepairRollback: 1, RepairCleanup: 2}
 	var out []Repair
 	for _, r := range p.repairs {
 		out = append(out, *r)
 	}
 	slices.SortFunc(out, func(a, b Repair) int {
-		// Give-backs first: they put the slots back in service.
-		if a.Kind == RepairGiveBack || b.Kind == RepairGiveBack {
+		// Give-backs and claims first: they put the slots back in service.
+		if rank[a.Kind] == 0 || rank[b.Kind] == 0 {
 			if c := cmp.Compare(rank[a.Kind], rank[b.Kind]); c != 0 {
 				return c
 			}
 		}
 		return cmp.Or(cmp.Compare(a.Addr, b.Addr), cmp.Compare(rank[a.Kind], rank[b.Kind]),
-			cmp.Compare(a.Owner+a.Target, b.Owner+b.Target))
+			cmp.Compare(a.Owner+a.Target+a.Source, b.Owner+b.Target+b.Source))
 	})
 	refSet := p.refSet
 	return Plan{Repairs: out, Notes: p.notes.render(), Refused: p.refused.render(), RefusedSlots: &refSet}
@@ -430,6 +462,10 @@ func Fix(ctx context.Context, o FixOptions) ([]Repair, []string, error) {
 			if err = giveBack(ctx, c, clients[r.Target], r); err == nil {
 				n, err = cutover.Rollback(ctx, clients[r.Target], r.Slots, o.Cleanup)
 				log.Info("given back", "source", r.Addr, "target", r.TargetAddr, "target_keys_removed", n)
+			}
+		case RepairClaim:
+			if err = claim(ctx, c, clients[r.Source], r); err == nil {
+				log.Info("claimed", "target", r.Addr, "source", r.SourceAddr)
 			}
 		case RepairRollback:
 			if err = backed(ctx, c, clients[r.Owner], r); err == nil {
@@ -530,6 +566,40 @@ func giveBack(ctx context.Context, source, target *redis.Client, r Repair) error
 	return nil
 }
 
+// claim makes the target own r.Slots, after checking that it still imports
+// them from the source, that the source does not claim them, and that the
+// target holds keys wherever the source does; then tells the source, which
+// must know the owner before its keys of the slots are cleaned up.
+func claim(ctx context.Context, target, source *redis.Client, r Repair) error {
+	if source == nil {
+		return fmt.Errorf("no connection to the source %s", r.SourceAddr)
+	}
+	tv, err := cluster.Load(ctx, target)
+	if err != nil {
+		return err
+	}
+	sv, err := cluster.Load(ctx, source)
+	if err != nil {
+		return err
+	}
+	all := r.Slots.Slots()
+	for _, s := range all {
+		if !tv.Myself.Slots.Contains(s) && tv.Myself.Importing[s] != r.Source {
+			return fmt.Errorf("%w: %s neither owns slot %d nor imports it from %s: run fix again", errChanged, r.Addr, s, r.SourceAddr)
+		}
+		if sv.Myself.Slots.Contains(s) {
+			return fmt.Errorf("%w: %s claims slot %d again: run fix again", errChanged, r.SourceAddr, s)
+		}
+	}
+	if err := keysBacked(ctx, source, target, r.Slots); err != nil {
+		return err
+	}
+	if err := cutover.Claim(ctx, target, r.NodeID, r.Slots, true); err != nil {
+		return err
+	}
+	return cutover.SetSlots(ctx, source, all, "NODE", r.NodeID)
+}
+
 var errChanged = errors.New("the cluster changed since the plan")
 
 // backed checks, right before a rollback or a cleanup removes a node's keys,
@@ -626,6 +696,9 @@ func readStates(ctx context.Context, seed Conn, clients map[string]*redis.Client
 		}
 		if err == nil {
 			counts, err = cluster.CountKeys(rctx, c, all)
+		}
+		if err == nil {
+			st.GuardedRelease, err = cutover.SetSlotBlocks(rctx, c)
 		}
 		cancel()
 		if ctx.Err() != nil {

@@ -87,7 +87,7 @@ func merge(ms ...map[uint16]int64) map[uint16]int64 {
 func summary(p Plan) string {
 	var got []string
 	for _, r := range p.Repairs {
-		got = append(got, strings.TrimSpace(fmt.Sprintf("%s %s %s %s%s", r.Kind, r.NodeID, r.Slots, r.Owner, r.Target)))
+		got = append(got, strings.TrimSpace(fmt.Sprintf("%s %s %s %s%s%s", r.Kind, r.NodeID, r.Slots, r.Owner, r.Target, r.Source)))
 	}
 	return strings.Join(got, "\n")
 }
@@ -194,6 +194,32 @@ func TestPlanGivesReleasedSlotsBack(t *testing.T) {
 			noteWith(t, p.Notes, "127.0.0.1:7002 sees 127.0.0.1:7001 as their owner")
 		})
 	}
+}
+
+// Where the source's release is guarded (Valkey 8), the target had every
+// write before the source released, and takes the slots over by gossip by
+// itself: a give-back would race that, so fix makes the claim, and the
+// source's keys (and stray copies) go once the target owns the slots.
+func TestPlanClaimsGuardedReleases(t *testing.T) {
+	told := cl{owners: map[string]string{"a": "0-5460", "b": "5461-10922", "c": "10923-16383"}}
+	av := cl{owners: map[string]string{"a": "100-5460", "b": "5461-10922", "c": "10923-16383"}}
+	states := map[string]*NodeState{
+		"a": st(t, "a", av, "", keysIn("0-5460", 3)),
+		"b": st(t, "b", told, "[0-<-a] [1-<-a] [2-<-a]", merge(keysIn("5461-10922", 1), keysIn("0-2", 2))),
+		"c": st(t, "c", told, "", merge(keysIn("10923-16383", 1), map[uint16]int64{1: 1})),
+	}
+	states["a"].GuardedRelease = true
+	p := PlanRepairs(states, nil)
+	expect(t, p, "claim b 0-2 a", "cleanup a 0-2 b", "cleanup c 1 b")
+	if len(p.Refused) != 0 {
+		t.Fatalf("refused: %q", p.Refused)
+	}
+	// A target that holds none of the keys the source holds (lost its
+	// data?) does not claim, and the source keeps its keys.
+	states["b"].Keys = keysIn("5461-10922", 1)
+	p = PlanRepairs(states, nil)
+	expect(t, p)
+	noteWith(t, p.Notes, "released slots 0-2 to 127.0.0.1:7001", "127.0.0.1:7001 holds none of their keys")
 }
 
 // The target of a move dies between the release and the claim, and its

@@ -471,6 +471,7 @@ func (t *task) cutover(ctx context.Context, f *feeder) (bool, error) {
 	t.sum.CutoverAttempts = t.m.Attempts
 	t.sum.PauseMS = float64(res.Pause.Microseconds()) / 1000
 	t.sum.FenceOffset, t.sum.ReleaseOffset = res.Fence, res.ReleaseOffset
+	t.sum.ReleaseRefusals += res.Refusals
 	t.log.Info("cutover attempt", "attempt", t.m.Attempts, "lag_before", t.lag.Load(), "fence", res.Fence, "release_offset", res.ReleaseOffset, "refusals", res.Refusals,
 		"pause", res.Pause, "fence_wait", res.FenceWait, "release", res.Release, "catch_up", res.CatchUp, "claim", res.Claim, "released", res.Released, "error", err)
 	if res.NotTold != nil {
