@@ -1,9 +1,11 @@
 package cluster
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"time"
@@ -92,32 +94,27 @@ func (c Conn) Dial(ctx context.Context) (net.Conn, error) {
 	return conn, nil
 }
 
-// expectOK sends a command and reads its one-line reply byte by byte, so
-// that nothing the caller reads next is consumed here.
+// expectOK sends a command and reads its reply, which must be +OK. The
+// reply is read a byte at a time (bufio fills from one Read at a time), so
+// that nothing the caller reads next from conn is consumed here.
 func expectOK(conn net.Conn, args []string) error {
 	if _, err := conn.Write(resp.Append(nil, args...)); err != nil {
 		return err
 	}
-	var line []byte
-	b := make([]byte, 1)
-	for len(line) < 1024 {
-		if _, err := conn.Read(b); err != nil {
-			return err
-		}
-		if b[0] == '\n' {
-			break
-		}
-		line = append(line, b[0])
+	line, err := resp.ReadLine(bufio.NewReaderSize(byteReader{conn}, 1024))
+	if err != nil {
+		return err
 	}
-	reply := string(line)
-	if len(reply) > 0 && reply[len(reply)-1] == '\r' {
-		reply = reply[:len(reply)-1]
-	}
-	if reply != "+OK" {
-		return fmt.Errorf("%s", reply)
+	if string(line) != "+OK" {
+		return fmt.Errorf("%s", line)
 	}
 	return nil
 }
+
+// byteReader reads at most one byte per Read.
+type byteReader struct{ r io.Reader }
+
+func (b byteReader) Read(p []byte) (int, error) { return b.r.Read(p[:min(len(p), 1)]) }
 
 // MoveTasks lists the tasks of the moves with a connection open on c (their
 // names, after NamePrefix), from CLIENT LIST.

@@ -281,7 +281,7 @@ func (a *Applier) flushLoop() {
 
 func (a *Applier) readReplies(br *bufio.Reader) {
 	for {
-		line, rerr := readReplyLine(br)
+		line, rerr := resp.ReadLine(br)
 		var gone bool
 		if rerr == nil {
 			// Only this goroutine takes from the queue, and an entry is
@@ -292,11 +292,11 @@ func (a *Applier) readReplies(br *bufio.Reader) {
 			if guarded {
 				gone, rerr = readGuardedReply(br, line)
 			} else {
-				rerr = readReplyRest(br, line)
+				rerr = resp.ReadReplyRest(br, line)
 			}
 		}
 		a.mu.Lock()
-		var re replyError
+		var re resp.Error
 		if rerr != nil && !errors.As(rerr, &re) {
 			a.failLocked(fmt.Errorf("read reply from target %s: %w", a.addr, rerr))
 			a.mu.Unlock()

@@ -36,7 +36,7 @@ return redis.call(unpack(ARGV))`)
 
 const (
 	goneReply  = "slotmover:gone"
-	goneHeader = "$14\r\n" // a bulk string of len(goneReply) bytes
+	goneHeader = "$14" // a bulk string of len(goneReply) bytes
 )
 
 var (

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/internal/info"
 	"github.com/slotmover/slotmover/slots"
 )
 
@@ -34,53 +34,28 @@ type errorCounts struct {
 
 // readErrorCounts reads the counts from one INFO call.
 func readErrorCounts(ctx context.Context, c *redis.Client) (errorCounts, error) {
-	info, err := c.Info(ctx, "all").Result()
+	f, err := info.Read(ctx, c, "all")
 	if err != nil {
-		return errorCounts{}, fmt.Errorf("INFO on target %s: %w", c.Options().Addr, err)
+		return errorCounts{}, err
 	}
 	var n errorCounts
-	seenTotal := false
-	for _, line := range strings.Split(info, "\r\n") {
-		name, value, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		switch {
-		case name == "total_error_replies":
-			v, err := strconv.ParseInt(value, 10, 64)
-			if err != nil {
-				return n, fmt.Errorf("INFO on target %s: %q", c.Options().Addr, line)
-			}
-			n.replies, seenTotal = v, true
-		case strings.HasPrefix(name, "cmdstat_"):
-			for _, cmd := range quietCommands {
-				if name == "cmdstat_"+cmd {
-					n.quiet += statField(value, "failed_calls") + statField(value, "rejected_calls")
-				}
-			}
-		case strings.HasPrefix(name, "errorstat_"):
-			for _, kind := range redirectOnly {
-				if name == "errorstat_"+kind {
-					n.harmless += statField(value, "count")
-				}
-			}
-		}
+	if n.replies, err = f.Int("total_error_replies"); err != nil {
+		return n, fmt.Errorf("INFO on target %s has no total_error_replies (Redis 6.2 or newer needed for a quiet snapshot; use --reply-per-key): %w", c.Options().Addr, err)
 	}
-	if !seenTotal {
-		return n, fmt.Errorf("INFO on target %s has no total_error_replies (Redis 6.2 or newer needed for a quiet snapshot; use --reply-per-key)", c.Options().Addr)
+	for _, cmd := range quietCommands {
+		stats := f.Sub("cmdstat_" + cmd)
+		n.quiet += subInt(stats, "failed_calls") + subInt(stats, "rejected_calls")
+	}
+	for _, kind := range redirectOnly {
+		n.harmless += subInt(f.Sub("errorstat_"+kind), "count")
 	}
 	return n, nil
 }
 
-// statField reads one "name=value" of a comma-separated stats line; 0 if absent.
-func statField(stats, field string) int64 {
-	for _, kv := range strings.Split(stats, ",") {
-		if k, v, _ := strings.Cut(kv, "="); k == field {
-			n, _ := strconv.ParseInt(v, 10, 64)
-			return n
-		}
-	}
-	return 0
+// subInt reads one numeric field of a stats line; 0 if absent.
+func subInt(stats map[string]string, field string) int64 {
+	v, _ := strconv.ParseInt(stats[field], 10, 64)
+	return v
 }
 
 // verifyQuiet decides whether every unanswered command between before and

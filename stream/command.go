@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/slotmover/slotmover/internal/resp"
 )
 
 // Command is one unit of the replication stream as the mover must apply it:
@@ -91,7 +93,7 @@ func (r *CommandReader) next() (*Command, error) {
 			block.End = inner.End
 			return block, nil
 		case bytes.EqualFold(inner.Args[0], []byte("MULTI")):
-			return nil, fmt.Errorf("%w: nested MULTI at offset %d", errProtocol, inner.Start)
+			return nil, fmt.Errorf("%w: nested MULTI at offset %d", resp.ErrProtocol, inner.Start)
 		}
 		block.Tx = append(block.Tx, *inner)
 		mergeClass(block, inner)
@@ -116,7 +118,7 @@ func mergeClass(block, inner *Command) {
 
 // read parses one command and classifies it.
 func (r *CommandReader) read() (*Command, error) {
-	args, n, err := readCommand(r.br)
+	args, n, err := resp.ReadCommand(r.br)
 	if err != nil {
 		if n > 0 && errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF

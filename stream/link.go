@@ -183,18 +183,21 @@ func (l *Link) handshake(ctx context.Context) (net.Conn, *bufio.Reader, error) {
 // as keep-alives while it prepares the sync. An error reply is an error.
 func readReply(br *bufio.Reader) (string, error) {
 	for {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			return "", unexpected(err)
+		if b, err := br.Peek(1); err == nil && b[0] == '\n' {
+			br.Discard(1)
+			continue
 		}
-		line = strings.TrimRight(line, "\r\n")
-		if line == "" {
+		line, err := resp.ReadLine(br)
+		if err != nil {
+			return "", resp.Unexpected(err)
+		}
+		if len(line) == 0 {
 			continue
 		}
 		if line[0] == '-' {
 			return "", fmt.Errorf("master replied %q", line[1:])
 		}
-		return line, nil
+		return string(line), nil
 	}
 }
 
@@ -241,7 +244,7 @@ func (l *Link) receiveRDB(br *bufio.Reader) ([]byte, error) {
 		return nil, fmt.Errorf("read RDB header: %w", err)
 	}
 	if len(header) < 2 || header[0] != '$' {
-		return nil, fmt.Errorf("read RDB header: unexpected %q", truncate([]byte(header)))
+		return nil, fmt.Errorf("read RDB header: unexpected %q", resp.Truncate([]byte(header)))
 	}
 	buf := make([]byte, 256<<10)
 	if mark, ok := strings.CutPrefix(header, "$EOF:"); ok {
@@ -269,7 +272,7 @@ func (l *Link) receiveRDB(br *bufio.Reader) ([]byte, error) {
 			left -= int64(n)
 		}
 		if err != nil && left > 0 {
-			return nil, fmt.Errorf("read RDB: %d of %d bytes: %w", size-left, size, unexpected(err))
+			return nil, fmt.Errorf("read RDB: %d of %d bytes: %w", size-left, size, resp.Unexpected(err))
 		}
 	}
 	return nil, nil
@@ -296,7 +299,7 @@ func (l *Link) receiveUntilMark(br *bufio.Reader, mark, buf []byte) ([]byte, err
 		l.rdbBytes.Add(int64(len(data) - keep))
 		held = copy(buf, data[len(data)-keep:])
 		if err != nil {
-			return nil, fmt.Errorf("read diskless RDB after %d bytes: %w", l.rdbBytes.Load(), unexpected(err))
+			return nil, fmt.Errorf("read diskless RDB after %d bytes: %w", l.rdbBytes.Load(), resp.Unexpected(err))
 		}
 	}
 }

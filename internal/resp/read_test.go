@@ -1,4 +1,4 @@
-package stream
+package resp
 
 import (
 	"bufio"
@@ -7,8 +7,6 @@ import (
 	"io"
 	"strings"
 	"testing"
-
-	"github.com/slotmover/slotmover/internal/resp"
 )
 
 // Redis 7 streams a client's command with more than 1M arguments as it came
@@ -18,8 +16,8 @@ func TestReadCommandWithMillionsOfArguments(t *testing.T) {
 	for i := 0; len(args) < 1_200_002; i++ {
 		args = append(args, "f", "v")
 	}
-	wire := resp.Append(nil, args...)
-	got, n, err := readCommand(bufio.NewReader(bytes.NewReader(wire)))
+	wire := Append(nil, args...)
+	got, n, err := ReadCommand(bufio.NewReader(bytes.NewReader(wire)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,12 +31,12 @@ func TestReadCommandWithMillionsOfArguments(t *testing.T) {
 // of its count.
 func TestReadCommandBadCounts(t *testing.T) {
 	for _, in := range []string{"*2147483648\r\n", "*0\r\n", "*-1\r\n", "*x\r\n"} {
-		if _, _, err := readCommand(bufio.NewReader(strings.NewReader(in))); !errors.Is(err, errProtocol) {
+		if _, _, err := ReadCommand(bufio.NewReader(strings.NewReader(in))); !errors.Is(err, ErrProtocol) {
 			t.Errorf("%q: %v", in, err)
 		}
 	}
 	allocs := testing.AllocsPerRun(5, func() {
-		_, _, err := readCommand(bufio.NewReader(strings.NewReader("*2000000000\r\n$1\r\na\r\n")))
+		_, _, err := ReadCommand(bufio.NewReader(strings.NewReader("*2000000000\r\n$1\r\na\r\n")))
 		if !errors.Is(err, io.ErrUnexpectedEOF) {
 			t.Fatalf("truncated: %v", err)
 		}
