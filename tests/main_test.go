@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -103,27 +104,49 @@ func keysIn(keys []string, set *slots.Set) []string {
 }
 
 // writer increments counters spread over every slot through a cluster
-// client, and records how many increments of each were acknowledged.
+// client of its own, and records how many increments of each were
+// acknowledged, the errors it got, and the redirect replies its node
+// clients saw (go-redis follows MOVED and ASK inside the cluster client,
+// so only a hook on the node clients sees them).
 type writer struct {
+	c       *localcluster.Cluster
 	cc      *redis.ClusterClient
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
 	acked   []int64
 	unknown []int64 // increments that failed: applied or not
 	errs    map[string]int
+	seen    *redirects
+	before  map[string]int64 // the servers' error statistics at the start
+	// tolerated errors of a kind, up to a count (see tolerate)
+	tolerated map[string]int
 }
 
 const counters = 512
 
-func startWriter(cc *redis.ClusterClient, maxOps int) *writer {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	w := &writer{cc: cc, stop: cancel, acked: make([]int64, counters), unknown: make([]int64, counters), errs: map[string]int{}}
+// writerTimeout bounds a writer's run whoever stops it.
+const writerTimeout = 3 * time.Minute
+
+func counterKey(c int) string { return fmt.Sprint("counter:", c) }
+
+// startWriter starts at most maxOps increments (and at most writerTimeout).
+func startWriter(t *testing.T, c *localcluster.Cluster, maxOps int) *writer {
+	t.Helper()
+	before, err := c.ErrorStats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, seen := redirectCountingClient(c)
+	ctx, cancel := context.WithTimeout(context.Background(), writerTimeout)
+	w := &writer{c: c, cc: cc, stop: cancel, acked: make([]int64, counters), unknown: make([]int64, counters),
+		errs: map[string]int{}, seen: seen, before: before, tolerated: map[string]int{}}
+	t.Cleanup(func() { w.halt(); cc.Close() })
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
 		for i := 0; i < maxOps && ctx.Err() == nil; i++ {
 			c := i % counters
-			err := cc.Incr(ctx, fmt.Sprint("counter:", c)).Err()
+			err := cc.Incr(ctx, counterKey(c)).Err()
 			switch {
 			case err == nil:
 				w.acked[c]++
@@ -140,31 +163,168 @@ func startWriter(cc *redis.ClusterClient, maxOps int) *writer {
 	return w
 }
 
-// finish stops the writer and checks every acknowledged increment is there.
-func (w *writer) finish(t *testing.T) (ops int64) {
-	t.Helper()
+// tolerate lets the writer get up to n errors of kind (an error prefix)
+// without failing the test: for tests that break what keeps clients from
+// seeing them. Call it before finish.
+func (w *writer) tolerate(kind string, n int) { w.tolerated[kind] = n }
+
+// halt stops the writer and waits for it.
+func (w *writer) halt() {
 	w.stop()
 	w.wg.Wait()
-	ctx := context.Background()
-	lost := 0
-	for c := 0; c < counters; c++ {
-		v, err := w.cc.Get(ctx, fmt.Sprint("counter:", c)).Int64()
+}
+
+// writerVerdict is what a writer's run shows.
+type writerVerdict struct {
+	ops       int64            // acknowledged increments
+	bad       []string         // counters that lost or gained increments, "counter:N"
+	detail    []string         // the same, with their values
+	errs      map[string]int   // errors the writer got, by prefix
+	seen      map[string]int64 // redirect replies its node clients got, by kind
+	errorstat map[string]int64 // the servers' ASK and TRYAGAIN counts since the start
+}
+
+// verdict reads every counter (the writer must be halted) and the
+// servers' error statistics.
+func (w *writer) verdict(ctx context.Context) (writerVerdict, error) {
+	v := writerVerdict{errs: map[string]int{}, seen: w.seen.snapshot(), errorstat: map[string]int64{}}
+	for kind, n := range w.errs {
+		if n > w.tolerated[kind] {
+			v.errs[kind] = n
+		}
+	}
+	p := w.cc.Pipeline()
+	gets := make([]*redis.StringCmd, counters)
+	for c := range gets {
+		gets[c] = p.Get(ctx, counterKey(c))
+	}
+	if _, err := p.Exec(ctx); err != nil && err != redis.Nil {
+		return v, fmt.Errorf("read the counters: %w", err)
+	}
+	for c, get := range gets {
+		n, err := get.Int64()
 		if err != nil && err != redis.Nil {
-			t.Fatalf("read counter %d: %v", c, err)
+			return v, fmt.Errorf("read %s: %w", counterKey(c), err)
 		}
-		if v < w.acked[c] || v > w.acked[c]+w.unknown[c] {
-			lost++
-			if lost < 5 {
-				t.Errorf("counter:%d = %d, acknowledged %d (+%d unknown)", c, v, w.acked[c], w.unknown[c])
-			}
+		if n < w.acked[c] || n > w.acked[c]+w.unknown[c] {
+			v.bad = append(v.bad, counterKey(c))
+			v.detail = append(v.detail, fmt.Sprintf("%s = %d, acknowledged %d (+%d unknown)", counterKey(c), n, w.acked[c], w.unknown[c]))
 		}
-		ops += w.acked[c]
+		v.ops += w.acked[c]
 	}
-	if lost > 0 {
-		t.Fatalf("%d counters lost or gained writes", lost)
+	after, err := w.c.ErrorStats(ctx)
+	if err != nil {
+		return v, err
 	}
-	if len(w.errs) > 0 {
-		t.Logf("writer errors: %v", w.errs)
+	for _, kind := range []string{"ASK", "TRYAGAIN"} {
+		if d := after[kind] - w.before[kind]; d != 0 {
+			v.errorstat[kind] = d
+		}
 	}
-	return ops
+	return v, nil
+}
+
+// problems lists how the run falls short of the README's claims: every
+// acknowledged write kept and none made up; clients keep using the source
+// during the copy and are switched at once, so no ASK and no TRYAGAIN,
+// neither in the writer's client nor in any server's statistics, and no
+// error at all (a write held by the pause waits; MOVED after the switch is
+// followed by the client; a brief CLUSTERDOWN on Valkey 8 is retried by
+// it); and a writer that got nothing acknowledged tested nothing.
+func (v writerVerdict) problems() []string {
+	var out []string
+	if len(v.bad) > 0 {
+		out = append(out, fmt.Sprintf("%d counters lost or gained acknowledged writes: %s", len(v.bad), strings.Join(v.detail[:min(5, len(v.detail))], "; ")))
+	}
+	if v.ops == 0 {
+		out = append(out, "the writer got no write acknowledged: it tested nothing")
+	}
+	if len(v.errs) > 0 {
+		out = append(out, fmt.Sprintf("the writer got errors: %v", v.errs))
+	}
+	for _, kind := range []string{"ASK", "TRYAGAIN"} {
+		if v.seen[kind] > 0 {
+			out = append(out, fmt.Sprintf("the writer's client was answered %s %d times", kind, v.seen[kind]))
+		}
+		if v.errorstat[kind] > 0 {
+			out = append(out, fmt.Sprintf("the servers answered %s %d times (errorstats)", kind, v.errorstat[kind]))
+		}
+	}
+	return out
+}
+
+// finish stops the writer and fails the test on any of its problems; it
+// returns the acknowledged writes.
+func (w *writer) finish(t *testing.T) (ops int64) {
+	t.Helper()
+	w.halt()
+	v, err := w.verdict(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := v.problems(); len(p) > 0 {
+		t.Fatalf("writer: %s", strings.Join(p, "; "))
+	}
+	t.Logf("writer: %d acknowledged writes, none lost; errors %v (tolerated %v); redirects seen %v", v.ops, w.errs, w.tolerated, v.seen)
+	return v.ops
+}
+
+// redirects counts the redirect and retry replies node clients get.
+type redirects struct {
+	mu     sync.Mutex
+	counts map[string]int64
+}
+
+func (r *redirects) note(err error) {
+	if err == nil {
+		return
+	}
+	kind, _, _ := strings.Cut(err.Error(), " ")
+	switch kind {
+	case "MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN":
+		r.mu.Lock()
+		r.counts[kind]++
+		r.mu.Unlock()
+	}
+}
+
+func (r *redirects) snapshot() map[string]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.counts)
+}
+
+// redirectCountingClient is a cluster client over c whose node clients
+// count the redirect replies they get.
+func redirectCountingClient(c *localcluster.Cluster) (*redis.ClusterClient, *redirects) {
+	base := c.Client()
+	opts := *base.Options()
+	base.Close()
+	cc := redis.NewClusterClient(&opts)
+	seen := &redirects{counts: map[string]int64{}}
+	// Before the first command: node clients are made as they are needed.
+	cc.OnNewNode(func(n *redis.Client) { n.AddHook(redirectHook{seen}) })
+	return cc, seen
+}
+
+type redirectHook struct{ r *redirects }
+
+func (h redirectHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h redirectHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.r.note(err)
+		return err
+	}
+}
+
+func (h redirectHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			h.r.note(c.Err())
+		}
+		return err
+	}
 }

@@ -3,7 +3,9 @@ package tests
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -66,6 +68,7 @@ func moveAndCheck(t *testing.T, c *localcluster.Cluster, src, dst int, set *slot
 			}
 		}
 	}
+	assertNoOrphans(t, c)
 	if err := localcluster.CheckWithRedisCli(ctx, c.Nodes[dst].Addr); err != nil {
 		t.Fatal(err)
 	}
@@ -77,8 +80,23 @@ func moveAndCheck(t *testing.T, c *localcluster.Cluster, src, dst int, set *slot
 	return sum
 }
 
+// assertNoOrphans fails the test if any node holds keys of a slot it does
+// not serve (a moved slot's keys left on the source, copies on a node that
+// never claimed them).
+func assertNoOrphans(t *testing.T, c *localcluster.Cluster) {
+	t.Helper()
+	orphans, err := c.Orphans(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(orphans) > 0 {
+		t.Fatalf("%d slots hold keys on a node that does not serve them: %s", len(orphans), strings.Join(orphans[:min(5, len(orphans))], "; "))
+	}
+}
+
 // The whole shard of the first master moves to the empty one while a
-// client writes to every slot; then back; then again.
+// client writes to every slot; then back; then again. The writer must see
+// no ASK, no TRYAGAIN and no error, and lose no write (writer.finish).
 func TestMoveShardUnderLoadBackAndAgain(t *testing.T) {
 	c := fourMasters(t)
 	cc := c.Client()
@@ -86,11 +104,7 @@ func TestMoveShardUnderLoadBackAndAgain(t *testing.T) {
 	set := mustSlots(t, "0-5460")
 	keys := load(t, cc, 50_000, set)
 	ctx := context.Background()
-	errsBefore, err := c.ErrorStats(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := startWriter(cc, 2_000_000)
+	w := startWriter(t, c, 2_000_000)
 	sum := moveAndCheck(t, c, 0, 3, set, keys)
 	if sum.BigKeys < 5 || sum.OrphansRemoved < int64(len(keysIn(keys, set))) {
 		t.Fatalf("big keys %d, orphans removed %d", sum.BigKeys, sum.OrphansRemoved)
@@ -103,20 +117,9 @@ func TestMoveShardUnderLoadBackAndAgain(t *testing.T) {
 	first.Close()
 	moveAndCheck(t, c, 3, back, set, keys)
 	moveAndCheck(t, c, back, 3, set, keys)
-	ops := w.finish(t)
-	errsAfter, err := c.ErrorStats(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, kind := range []string{"ASK", "TRYAGAIN"} {
-		if errsAfter[kind] != errsBefore[kind] {
-			t.Errorf("%s errors went from %d to %d during the moves", kind, errsBefore[kind], errsAfter[kind])
-		}
-	}
-	if ops < 100 {
+	if ops := w.finish(t); ops < 100 {
 		t.Fatalf("the writer managed only %d writes", ops)
 	}
-	t.Logf("writer: %d acknowledged writes, none lost; error stats %v", ops, errsAfter)
 }
 
 // The write pause is not a lock: any client's CLIENT UNPAUSE ends it (a
@@ -130,7 +133,14 @@ func TestPauseEndedByAnotherClientLosesNoWrite(t *testing.T) {
 	defer cc.Close()
 	set := mustSlots(t, "0-5460")
 	keys := load(t, cc, 10_000, set)
-	w := startWriter(cc, 2_000_000)
+	w := startWriter(t, c, 2_000_000)
+	// With the pause ended early, writes the source takes after the fence
+	// are refused once it releases the slots, and the target sends them
+	// back until it has applied them all and claims: clients bounce
+	// between the two for those milliseconds, and go-redis gives up after
+	// three redirects. Each such error was refused by both nodes (no write
+	// happened); a few per move are expected, never lost writes.
+	w.tolerate("MOVED", 100)
 	stop := unpauseStorm(c.Nodes[0], c.Nodes[3])
 	broken := 0
 	for _, hop := range [][2]int{{0, 3}, {3, 0}, {0, 3}} {
@@ -184,7 +194,8 @@ func TestOverlappingMovesToTwoTargets(t *testing.T) {
 	defer cc.Close()
 	set := mustSlots(t, "0-2000")
 	keys := load(t, cc, 10_000, set)
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
 	before, err := localcluster.Capture(ctx, cc, keysIn(keys, set))
 	if err != nil {
 		t.Fatal(err)
@@ -225,6 +236,11 @@ func TestOverlappingMovesToTwoTargets(t *testing.T) {
 				if sum.KeysCopied != 0 {
 					t.Fatalf("round %d: the refused move to %s copied %d keys first", round, c.Nodes[targets[i]].Addr, sum.KeysCopied)
 				}
+				// Refused for the other move's marks, not for anything else.
+				if !overlapRefusal.MatchString(sum.Error) {
+					t.Fatalf("round %d: the move to %s was refused, but not for the other move of the slots: %s", round, c.Nodes[targets[i]].Addr, sum.Error)
+				}
+				t.Logf("round %d: the move to %s was refused: %s", round, c.Nodes[targets[i]].Addr, sum.Error)
 			default:
 				t.Fatalf("round %d: move to %s: %s (%s): the loser must be refused before it copies", round, c.Nodes[targets[i]].Addr, sum.Result, sum.Error)
 			}
@@ -240,11 +256,18 @@ func TestOverlappingMovesToTwoTargets(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
+		assertNoOrphans(t, c)
 		if err := localcluster.CheckWithRedisCli(ctx, c.Nodes[0].Addr); err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
 	}
 }
+
+// overlapRefusal is how a move is refused because another move of the same
+// slots marked them first: seen by the preflight (the other's marks are
+// set), by the importing script on the target, or by the check of the
+// other masters' views right after this move set its own marks.
+var overlapRefusal = regexp.MustCompile(`slot \d+ is importing on \S+ from \S+(: finish or fix that move first| too \(another move of it under way\?\))|slot \d+ is migrating or importing already \(another move of it under way\?\)`)
 
 // The keys of a move exist nowhere but on the target once the source's
 // copies are removed: that waits until the target's replicas hold them,
@@ -367,25 +390,29 @@ func TestMoveMultiRange(t *testing.T) {
 	defer cc.Close()
 	set := mustSlots(t, "100-200,3000,5000-5100")
 	keys := load(t, cc, 50_000, set)
-	w := startWriter(cc, 1_000_000)
+	w := startWriter(t, c, 1_000_000)
 	moveAndCheck(t, c, 0, 3, set, keys)
 	w.finish(t)
 }
 
-// Two moves into the same target from different sources at once.
+// Two moves into the same target from different sources at once, while a
+// client writes to every slot: both move, the target holds every key as it
+// was, no node keeps keys of a slot it does not serve, and the writer sees
+// no ASK, no TRYAGAIN, no error and loses nothing.
 func TestConcurrentMovesToOneTarget(t *testing.T) {
 	c := fourMasters(t)
 	cc := c.Client()
 	defer cc.Close()
 	a, b := mustSlots(t, "0-2000"), mustSlots(t, "6000-8000")
 	keys := load(t, cc, 20_000, a)
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
 	moved := append(keysIn(keys, a), keysIn(keys, b)...)
 	before, err := localcluster.Capture(ctx, cc, moved)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := startWriter(cc, 1_000_000)
+	w := startWriter(t, c, 1_000_000)
 	done := make(chan error, 2)
 	for _, m := range []struct {
 		src int
@@ -418,6 +445,7 @@ func TestConcurrentMovesToOneTarget(t *testing.T) {
 	if err := before.Compare(ctx, target); err != nil {
 		t.Fatalf("on the target itself: %v", err)
 	}
+	assertNoOrphans(t, c)
 	if err := localcluster.CheckWithRedisCli(ctx, c.Nodes[3].Addr); err != nil {
 		t.Fatal(err)
 	}
