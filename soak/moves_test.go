@@ -61,21 +61,26 @@ func TestSchedulerNeverOverlaps(t *testing.T) {
 	}
 }
 
+// A master that another move involves keeps one slot: the plan takes the
+// others, not nothing.
 func TestSchedulerKeepsASlotOnBusyMasters(t *testing.T) {
-	top, err := cluster.Parse("a 127.0.0.1:1@11 myself,master - 0 0 1 connected 0-9\nb 127.0.0.1:2@12 master - 0 0 2 connected 10-16383")
+	top, err := cluster.Parse("a 127.0.0.1:1@11 myself,master - 0 0 1 connected 0-9\nb 127.0.0.1:2@12 master - 0 0 2 connected")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := newScheduler(&Config{Seed: 1, Pick: PickRoundRobin, SlotPick: SlotsRun, SlotsPerMove: 100}, nil)
 	first, ok := s.plan(top, 1) // a -> b: a's whole 10 slots, nothing else involves a
-	if !ok || first.SourceID != "a" || first.Slots.Len() != 10 {
-		t.Fatalf("first move: %v %+v", ok, first)
+	if !ok || first.SourceID != "a" || first.TargetID != "b" || first.Slots.String() != "0-9" {
+		t.Fatalf("first move: planned %v, %+v", ok, first)
 	}
 	s.release(first, false)
 	s.involved["a"] = 1 // say a is the target of another move
 	m, ok := s.plan(top, 2)
-	if ok && m.SourceID == "a" && m.Slots.Len() > 9 {
-		t.Fatalf("drained a master that another move involves: %s", m.Slots)
+	if !ok {
+		t.Fatal("no move planned: a still has 9 slots to give")
+	}
+	if m.SourceID != "a" || m.TargetID != "b" || m.Slots.String() != "0-8" {
+		t.Fatalf("planned %s -> %s slots %s: want a -> b slots 0-8, slot 9 kept on a", m.SourceID, m.TargetID, m.Slots)
 	}
 }
 
@@ -112,12 +117,18 @@ func TestSchedulerQuarantinesFailedMoves(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newScheduler(&Config{Seed: 3, Pick: PickRandom, SlotPick: SlotsRandom, SlotsPerMove: 1000}, nil)
-	bad, _ := s.plan(top, 1)
+	bad, ok := s.plan(top, 1)
+	if !ok || bad.Slots.Len() != 1000 {
+		t.Fatalf("the first move: planned %v, %d slots (want 1000)", ok, bad.Slots.Len())
+	}
 	s.release(bad, true)
 	for i := 0; i < 50; i++ {
 		m, ok := s.plan(top, i)
 		if !ok {
 			t.Fatal("no move planned")
+		}
+		if m.Slots.Len() != 1000 {
+			t.Fatalf("move %d: %d slots planned, want 1000", i, m.Slots.Len())
 		}
 		for _, x := range m.Slots.Slots() {
 			if bad.Slots.Contains(x) {
