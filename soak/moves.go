@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
 )
@@ -35,11 +36,19 @@ type Outcome struct {
 	// Pauses are the write pauses on the source, if the mover knows them;
 	// the report splits latencies by them.
 	Pauses []Window
-	// Crashed says the move stopped after the source's release on purpose
-	// (CrashingMover); Repairs are what fix did then, and GivenBack that
-	// the slots are the source's again, with nothing left on the target.
-	Crashed, GivenBack bool
-	Repairs            []string
+	// The crash record of CrashingMover. CrashArmed says it set the crash
+	// fault for this move; Crashed that the move then returned the crash
+	// error (cutover.ErrStopped, in CrashError) and ended stuck, right after
+	// the source's release. Repairs are what fix did then, RepairedSlots the
+	// slots of this move that its give-back returned to the source, and
+	// OwnerProvenOn the masters whose own view, read after the fix, names
+	// the source as the only owner of every slot with no mark on them (the
+	// target's also counting none of their keys). GivenBack: all of it held.
+	CrashArmed, Crashed, GivenBack bool
+	CrashError                     string
+	Repairs                        []string
+	RepairedSlots                  int
+	OwnerProvenOn                  []string
 }
 
 // Mover carries out one move. The soak does not care how: the library in
@@ -82,9 +91,12 @@ func LibraryMover(base mover.Options) Mover {
 // repaired by mover.Fix for those slots, as an operator would. Fix gives
 // the slots back to the source (the target may lack writes the source made
 // after the fence) and rolls the target back: the move ends rolled back,
-// with Outcome.GivenBack and the repairs recorded, once every master's own
-// view has the source as the owner of every slot and the target holds none
-// of their keys (else it fails). The checker must find no lost write.
+// with Outcome.GivenBack and the crash record filled in from what happened
+// (the move's error, fix's repairs, every master's own view afterwards),
+// once every master's own view has the source as the owner of every slot
+// and the target holds none of their keys (else it fails). A move armed to
+// crash that ended before its release (a rollback) is reported as it ended.
+// The checker must find no lost write.
 func CrashingMover(base mover.Options, every int) Mover {
 	normal := LibraryMover(base)
 	crashing := base
@@ -95,8 +107,14 @@ func CrashingMover(base mover.Options, every int) Mover {
 			return normal.Move(ctx, m)
 		}
 		out := crash.Move(ctx, m)
-		if out.Summary.Result != mover.ResultStuck {
-			return out // it ended before the release: nothing to fix
+		out.CrashArmed = true
+		if out.Err != nil {
+			out.CrashError = out.Err.Error()
+		}
+		if !errors.Is(out.Err, cutover.ErrStopped) || out.Summary.Result != mover.ResultStuck {
+			// It ended before the release (nothing to fix), or failed in
+			// another way, which the soak reports as it is.
+			return out
 		}
 		out.Crashed = true
 		// Other moves run meanwhile (their connections are open: Force), on
@@ -104,16 +122,24 @@ func CrashingMover(base mover.Options, every int) Mover {
 		repairs, notes, err := mover.Fix(ctx, mover.FixOptions{Seed: base.Source.With(m.TargetAddr), Slots: m.Slots, Force: true, Logger: base.Logger})
 		for _, r := range repairs {
 			out.Repairs = append(out.Repairs, r.String())
+			if r.Kind == mover.RepairGiveBack && r.NodeID == m.SourceID && r.Target == m.TargetID {
+				for _, x := range r.Slots.Slots() {
+					if m.Slots.Contains(x) {
+						out.RepairedSlots++
+					}
+				}
+			}
 		}
 		if err == nil {
-			err = givenBack(ctx, base.Source.With(m.SourceAddr), m, repairs, notes)
+			out.OwnerProvenOn, err = givenBack(ctx, base.Source.With(m.SourceAddr), m, repairs, notes)
 		}
 		if err != nil {
 			out.Err = fmt.Errorf("crashed after the release; fix: %w", err)
 			return out
 		}
 		if base.Logger != nil {
-			base.Logger.Info("soak: move crashed after the release and was given back by fix", "move", m.Seq, "repairs", fmt.Sprint(repairs))
+			base.Logger.Info("soak: move crashed after the release and was given back by fix", "move", m.Seq,
+				"slots", out.RepairedSlots, "proven_on", len(out.OwnerProvenOn), "repairs", fmt.Sprint(repairs))
 		}
 		out.Summary.Result, out.Err, out.GivenBack = mover.ResultRolledBack, nil, true
 		return out
@@ -123,8 +149,9 @@ func CrashingMover(base mover.Options, every int) Mover {
 // givenBack checks what fix must have done with a move that crashed after
 // its release: one give-back of all its slots from the source to the
 // target, after which every master's own view names the source as their
-// owner, with no mark on them, and the target holds none of their keys.
-func givenBack(ctx context.Context, conn mover.Conn, m Move, repairs []mover.Repair, notes []string) error {
+// owner, with no mark on them, and the target holds none of their keys. It
+// returns the masters whose views it read.
+func givenBack(ctx context.Context, conn mover.Conn, m Move, repairs []mover.Repair, notes []string) ([]string, error) {
 	gave := false
 	for _, r := range repairs {
 		if r.Kind == mover.RepairGiveBack && r.NodeID == m.SourceID && r.Target == m.TargetID && r.Slots.String() == m.Slots.String() {
@@ -132,14 +159,15 @@ func givenBack(ctx context.Context, conn mover.Conn, m Move, repairs []mover.Rep
 		}
 	}
 	if !gave {
-		return fmt.Errorf("no give-back of slots %s from %s among the repairs %v (notes %q)", m.Slots, m.SourceAddr, repairs, notes)
+		return nil, fmt.Errorf("no give-back of slots %s from %s among the repairs %v (notes %q)", m.Slots, m.SourceAddr, repairs, notes)
 	}
 	c := conn.Client()
 	top, err := cluster.Load(ctx, c)
 	c.Close()
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var proven []string
 	for _, n := range top.Masters() {
 		nc := conn.With(n.Addr).Client()
 		own, err := cluster.Load(ctx, nc)
@@ -149,22 +177,23 @@ func givenBack(ctx context.Context, conn mover.Conn, m Move, repairs []mover.Rep
 		}
 		nc.Close()
 		if err != nil {
-			return err
+			return proven, err
 		}
 		for _, s := range m.Slots.Slots() {
 			o := own.AssignedTo(s)
 			if o == nil || o.ID != m.SourceID || own.Myself.Importing[s] != "" || own.Myself.Migrating[s] != "" {
-				return fmt.Errorf("after the give-back, %s does not see %s as the only owner of slot %d (owner %v, marks %q %q)",
+				return proven, fmt.Errorf("after the give-back, %s does not see %s as the only owner of slot %d (owner %v, marks %q %q)",
 					n.Addr, m.SourceAddr, s, o, own.Myself.Importing[s], own.Myself.Migrating[s])
 			}
 		}
 		for i, k := range counts {
 			if k > 0 {
-				return fmt.Errorf("after the give-back, the target %s keeps %d keys of slot %d", n.Addr, k, m.Slots.Slots()[i])
+				return proven, fmt.Errorf("after the give-back, the target %s keeps %d keys of slot %d", n.Addr, k, m.Slots.Slots()[i])
 			}
 		}
+		proven = append(proven, n.Addr)
 	}
-	return nil
+	return proven, nil
 }
 
 // pauseTap passes log records on and notes the write pauses: the summary

@@ -3,11 +3,15 @@ package soak
 import (
 	"bytes"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/cutover"
+	"github.com/slotmover/slotmover/mover"
+	"github.com/slotmover/slotmover/slots"
 )
 
 const nodesText = `a 127.0.0.1:1@11 myself,master - 0 0 1 connected 0-5460
@@ -196,5 +200,52 @@ func TestPickSameSourceOverlapsMovesFromOneSource(t *testing.T) {
 		}
 		s.release(first, false)
 		s.release(second, false)
+	}
+}
+
+// The report's crash record comes from the outcomes: armed, crashed with
+// the crash error, given back with the slots fix repaired; an armed move
+// that moved all the same fails the soak.
+func TestReportCountsCrashesFromOutcomes(t *testing.T) {
+	t0 := time.Now()
+	set := func(spec string) *slots.Set {
+		s, err := slots.Parse(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	run := func(seq int, spec string, out Outcome) moveRun {
+		m := Move{Seq: seq, SourceID: "a", SourceAddr: "127.0.0.1:1", TargetID: "b", TargetAddr: "127.0.0.1:2", Slots: set(spec)}
+		return moveRun{move: m, out: out, class: classify(out), start: t0.Add(time.Duration(seq) * time.Second), end: t0.Add(time.Duration(seq)*time.Second + 100*time.Millisecond)}
+	}
+	moved := mover.Summary{Result: mover.ResultMoved, PauseMS: 3, CutoverAttempts: 1}
+	s := &soak{cfg: &Config{Addr: "127.0.0.1:1"}, t0: t0, moves: []moveRun{
+		run(1, "0-9", Outcome{Summary: moved, Pauses: []Window{{t0, t0.Add(3 * time.Millisecond)}}}),
+		run(2, "10-19", Outcome{Summary: mover.Summary{Result: mover.ResultRolledBack}, CrashArmed: true, Crashed: true,
+			CrashError: cutover.ErrStopped.Error(), GivenBack: true, Repairs: []string{"give-back"}, RepairedSlots: 10,
+			OwnerProvenOn: []string{"127.0.0.1:1", "127.0.0.1:2"}}),
+		run(3, "20-29", Outcome{Summary: moved, CrashArmed: true}), // the fault did nothing
+	}}
+	r := s.report(nil, &redirects{}, nil, nil, t0.Add(5*time.Second), t0.Add(6*time.Second), "x")
+	m := r.Moves
+	if m.CrashArmed != 2 || m.Crashed != 1 || m.GivenBack != 1 || m.RepairedSlots != 10 || m.CrashMissed != 1 || m.Moved != 2 || m.RolledBack != 1 {
+		t.Fatalf("moves report %+v", m)
+	}
+	if e := m.List[1]; !e.Crashed || e.CrashError != cutover.ErrStopped.Error() || e.RepairedSlots != 10 || len(e.OwnerProvenOn) != 2 {
+		t.Fatalf("crashed move's entry %+v", e)
+	}
+	if e := m.List[0]; len(e.AttemptPausesMS) != 1 || e.AttemptPausesMS[0] != 3 {
+		t.Fatalf("attempt pauses %v", e.AttemptPausesMS)
+	}
+	if r.Pass || !slices.ContainsFunc(r.Failures, func(f string) bool { return strings.Contains(f, "armed to crash") }) {
+		t.Fatalf("an armed move that moved passes: %v", r.Failures)
+	}
+	var b bytes.Buffer
+	r.WriteText(&b)
+	for _, want := range []string{"move 2 crashed: " + cutover.ErrStopped.Error(), "giving back 10 of its 10 slots", "own view of 2 masters", "move 3 was armed to crash after the release but ended moved"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the text report lacks %q:\n%s", want, b.String())
+		}
 	}
 }

@@ -82,11 +82,16 @@ type MovesReport struct {
 	Pause      Latency     `json:"pause"` // the Summary.PauseMS of moved moves
 	SlowPauses int         `json:"pauses_over_50ms"`
 	List       []MoveEntry `json:"list"`
-	// Crashed moves stopped after the release on purpose (--crash-every);
-	// GivenBack of them were given back to their source by fix (they count
-	// as rolled back).
-	Crashed   int `json:"crashed"`
-	GivenBack int `json:"given_back"`
+	// CrashArmed moves had the crash fault set (--crash-every); Crashed of
+	// them stopped with it right after the release; GivenBack of those were
+	// given back to their source by fix (they count as rolled back), with
+	// RepairedSlots slots in all. CrashMissed armed moves moved all the
+	// same: the fault did nothing, and the soak fails.
+	CrashArmed    int `json:"crash_armed"`
+	Crashed       int `json:"crashed"`
+	GivenBack     int `json:"given_back"`
+	RepairedSlots int `json:"repaired_slots"`
+	CrashMissed   int `json:"crash_missed"`
 	// SameSource counts the moved moves that ran while another move from
 	// the same source was in flight: their cutovers share one write pause.
 	SameSource int `json:"same_source_overlaps"`
@@ -103,19 +108,28 @@ type MoveEntry struct {
 	Result    string  `json:"result"`
 	StartS    float64 `json:"start_s"` // seconds after the soak started
 	StartAt   string  `json:"start_at"`
-	// PausesAt are the cutover attempts' write pauses: when each began, and how long.
-	PausesAt      []string `json:"pauses_at,omitempty"`
-	TotalMS       int64    `json:"total_ms"`
-	PauseMS       float64  `json:"pause_ms"`
-	Attempts      int      `json:"cutover_attempts"`
-	KeysCopied    int64    `json:"keys_copied"`
-	BigKeys       int64    `json:"big_keys"`
-	DeltaCommands int64    `json:"delta_commands"`
-	Error         string   `json:"error,omitempty"`
-	// Crashed after the release on purpose; GivenBack by fix, with Repairs.
-	Crashed   bool     `json:"crashed,omitempty"`
-	GivenBack bool     `json:"given_back,omitempty"`
-	Repairs   []string `json:"repairs,omitempty"`
+	// PausesAt are the cutover attempts' write pauses: when each began, and
+	// how long; AttemptPausesMS their lengths.
+	PausesAt        []string  `json:"pauses_at,omitempty"`
+	AttemptPausesMS []float64 `json:"attempt_pauses_ms,omitempty"`
+	TotalMS         int64     `json:"total_ms"`
+	PauseMS         float64   `json:"pause_ms"`
+	Attempts        int       `json:"cutover_attempts"`
+	KeysCopied      int64     `json:"keys_copied"`
+	BigKeys         int64     `json:"big_keys"`
+	DeltaCommands   int64     `json:"delta_commands"`
+	Error           string    `json:"error,omitempty"`
+	// The crash record (see Outcome): armed to crash; crashed after the
+	// release with CrashError; GivenBack by fix, with Repairs, giving
+	// RepairedSlots back to the source, whose ownership the own views of
+	// the masters OwnerProvenOn showed afterwards.
+	CrashArmed    bool     `json:"crash_armed,omitempty"`
+	Crashed       bool     `json:"crashed,omitempty"`
+	CrashError    string   `json:"crash_error,omitempty"`
+	GivenBack     bool     `json:"given_back,omitempty"`
+	Repairs       []string `json:"repairs,omitempty"`
+	RepairedSlots int      `json:"repaired_slots,omitempty"`
+	OwnerProvenOn []string `json:"owner_proven_on,omitempty"`
 }
 
 // Verdict is what the checker found: keys with lost writes, wrong values,
@@ -204,16 +218,26 @@ func (s *soak) report(workers []*worker, rd *redirects, before, after map[string
 		e.StartAt = m.start.UTC().Format("15:04:05.000")
 		for _, p := range m.out.Pauses {
 			e.PausesAt = append(e.PausesAt, fmt.Sprintf("%s+%s", p.Start.UTC().Format("15:04:05.000"), p.End.Sub(p.Start).Round(10*time.Microsecond)))
+			e.AttemptPausesMS = append(e.AttemptPausesMS, float64(p.End.Sub(p.Start).Microseconds())/1000)
 		}
 		if m.out.Err != nil {
 			e.Error = m.out.Err.Error()
 		}
-		e.Crashed, e.GivenBack, e.Repairs = m.out.Crashed, m.out.GivenBack, m.out.Repairs
+		o := m.out
+		e.CrashArmed, e.Crashed, e.CrashError, e.GivenBack = o.CrashArmed, o.Crashed, o.CrashError, o.GivenBack
+		e.Repairs, e.RepairedSlots, e.OwnerProvenOn = o.Repairs, o.RepairedSlots, o.OwnerProvenOn
+		if e.CrashArmed {
+			r.Moves.CrashArmed++
+			if m.class == classMoved {
+				r.Moves.CrashMissed++
+			}
+		}
 		if e.Crashed {
 			r.Moves.Crashed++
 		}
 		if e.GivenBack {
 			r.Moves.GivenBack++
+			r.Moves.RepairedSlots += e.RepairedSlots
 		}
 		r.Moves.List = append(r.Moves.List, e)
 		switch m.class {
@@ -282,6 +306,9 @@ func (s *soak) report(workers []*worker, rd *redirects, before, after map[string
 	}
 	if r.Moves.Failed > 0 {
 		r.Failures = append(r.Failures, fmt.Sprintf("%d moves failed without a clean rollback", r.Moves.Failed))
+	}
+	if r.Moves.CrashMissed > 0 {
+		r.Failures = append(r.Failures, fmt.Sprintf("%d moves armed to crash after the release moved all the same", r.Moves.CrashMissed))
 	}
 	if v.Unchecked > 0 {
 		r.Failures = append(r.Failures, fmt.Sprintf("%d keys could not be read by the final pass", v.Unchecked))
@@ -371,8 +398,9 @@ func (r *Report) WriteText(w io.Writer) {
 	if m.SameSource > 0 {
 		fmt.Fprintf(w, "moved while another move from the same source was in flight: %d\n", m.SameSource)
 	}
-	if m.Crashed > 0 {
-		fmt.Fprintf(w, "crashed after the release (--crash-every): %d, given back to their source by fix: %d (counted as rolled back)\n", m.Crashed, m.GivenBack)
+	if m.CrashArmed > 0 {
+		fmt.Fprintf(w, "armed to crash after the release (--crash-every): %d; crashed: %d; given back to their source by fix: %d, %d slots (counted as rolled back); moved all the same: %d\n",
+			m.CrashArmed, m.Crashed, m.GivenBack, m.RepairedSlots, m.CrashMissed)
 	}
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  #\tat\tsource\ttarget\tslots\tresult\tpause ms\ttotal ms\tkeys\tbig\tdelta\t\n")
@@ -388,6 +416,13 @@ func (r *Report) WriteText(w io.Writer) {
 	for _, e := range m.List {
 		if e.Error != "" {
 			fmt.Fprintf(w, "  move %d (%s): %s\n", e.Seq, e.Class, e.Error)
+		}
+		switch {
+		case e.Crashed:
+			fmt.Fprintf(w, "  move %d crashed: %s; fix made %d repairs, giving back %d of its %d slots; the source owns them in the own view of %d masters (%s)\n",
+				e.Seq, e.CrashError, len(e.Repairs), e.RepairedSlots, e.SlotCount, len(e.OwnerProvenOn), strings.Join(e.OwnerProvenOn, ", "))
+		case e.CrashArmed:
+			fmt.Fprintf(w, "  move %d was armed to crash after the release but ended %s (%s)\n", e.Seq, e.Class, e.CrashError)
 		}
 	}
 
