@@ -3,16 +3,21 @@ package tests
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/mover"
+	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/soak"
 	"github.com/slotmover/slotmover/tests/harness"
 )
@@ -213,22 +218,25 @@ func TestSoakMovesLoseNoWrite(t *testing.T) {
 	checkWithRedisCli(t, c)
 }
 
-// A mover that drops a command of the replication stream and switches
-// ownership without waiting for the target loses writes under load: the
-// checker must say so.
-func TestSoakCatchesBrokenMover(t *testing.T) {
-	c := soakCluster(t)
+// brokenSoak runs a short soak whose moves go through mv (broken on
+// purpose), and checks that the checker catches it: lost or wrong writes, a
+// failing report, examples that name keys, all of them keys of slots that
+// moved (the faults touch nothing else). It returns the report for the
+// fault's own checks.
+func brokenSoak(t *testing.T, c *localcluster.Cluster, mv soak.Mover, duration time.Duration, moves int) *soak.Report {
+	t.Helper()
 	rep, err := soak.Run(context.Background(), soak.Config{
 		Addr:          c.Nodes[0].Addr,
-		Duration:      15 * time.Second,
+		Duration:      duration,
 		Rate:          0, // as fast as it goes, so that moves see many writes
 		ReadRatio:     1,
-		Moves:         5,
+		HotShare:      0.5, // many of them on the moving slots
+		Moves:         moves,
 		SlotsPerMove:  1024,
 		Keys:          20000,
 		Seed:          soakEnv(t, "SLOTMOVER_SOAK_SEED", 0),
 		Logger:        testLogger(t),
-		Faults:        mover.Faults{DropDelta: 2, SkipFence: true},
+		Mover:         mv,
 		ParallelMoves: 1,
 	})
 	if err != nil {
@@ -236,9 +244,11 @@ func TestSoakCatchesBrokenMover(t *testing.T) {
 	}
 	soakReport(t, rep)
 	v := rep.Verdict
+	if rep.Moves.Moved == 0 {
+		t.Fatalf("no move moved: the fault had nothing to break")
+	}
 	if v.LostWrites+v.WrongReads == 0 {
-		t.Fatalf("a mover that drops stream commands passed the checker: %d moves, %d delta commands in all",
-			rep.Moves.Moved, soakDeltas(rep))
+		t.Fatalf("a broken mover passed the checker: %d moves, %d delta commands in all", rep.Moves.Moved, soakDeltas(rep))
 	}
 	if rep.Pass {
 		t.Fatal("the report passes with lost or wrong writes")
@@ -246,6 +256,124 @@ func TestSoakCatchesBrokenMover(t *testing.T) {
 	if len(v.Examples) == 0 {
 		t.Fatal("the report names no offending key")
 	}
+	moved := &slots.Set{}
+	for _, e := range rep.Moves.List {
+		if e.Class == "moved" {
+			s, err := slots.Parse(e.Slots)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, x := range s.Slots() {
+				moved.Add(x)
+			}
+		}
+	}
+	for cat, exs := range v.Examples {
+		for _, ex := range exs {
+			key, _, _ := strings.Cut(ex, " ")
+			if x := slots.ForString(key); !moved.Contains(x) {
+				t.Errorf("%s key %s is in slot %d, which no move moved: the fault cannot explain it", cat, key, x)
+			}
+		}
+	}
+	return rep
+}
+
+// A mover that drops one command of the replication stream per move (the
+// second one it would apply to the target) loses that write: the checker
+// must say so.
+func TestSoakCatchesDroppedDelta(t *testing.T) {
+	c := soakCluster(t)
+	log := testLogger(t)
+	rep := brokenSoak(t, c, soak.LibraryMover(mover.Options{Logger: log, Faults: mover.Faults{DropDelta: 2}}), 10*time.Second, 5)
+	dropped := 0
+	for _, e := range rep.Moves.List {
+		if e.Class == "moved" && e.DeltaCommands >= 2 {
+			dropped++
+		}
+	}
+	if dropped == 0 {
+		t.Errorf("no moved move applied 2 stream commands: nothing was dropped, yet the checker found lost writes")
+	}
+}
+
+// A mover that switches ownership without waiting for the target to apply
+// the stream up to the fence loses the writes the target has not applied
+// yet: the checker must say so. On loopback the target trails the source by
+// less than the release takes, so the writes would mostly arrive in time
+// anyway; here the target stalls as the cutover begins (stallingMover), as
+// a busy one would, which a mover that waits for the fence rides out.
+func TestSoakCatchesSkippedFence(t *testing.T) {
+	c := soakCluster(t)
+	log := testLogger(t)
+	var stalls atomic.Int64
+	mv := stallingMover(mover.Options{Logger: log, Faults: mover.Faults{SkipFence: true}}, targetStall, &stalls)
+	rep := brokenSoak(t, c, mv, 10*time.Second, 5)
+	if n := stalls.Load(); n < int64(rep.Moves.Moved) {
+		t.Errorf("the target stalled at %d cutovers of %d moved moves", n, rep.Moves.Moved)
+	}
+}
+
+// targetStall is how long stallingMover holds the target's writes: well
+// within the fence timeout (250 ms), so that a healthy mover waits it out
+// and moves; long enough for clients, let go by the source, to reach the
+// target meanwhile.
+const targetStall = 80 * time.Millisecond
+
+// stallingMover is LibraryMover with base whose target stalls for d as
+// each cutover attempt begins: CLIENT PAUSE <d> WRITE there holds the
+// move's stream (its writes), while reads and the claim's CLUSTER commands,
+// which are no writes on Redis 7.0, go through. A mover that waits for the
+// fence waits until the stream is applied; one that does not lets clients
+// read the target before the writes the source acknowledged are there, and
+// closes its connection with them still unapplied. stalls counts them.
+func stallingMover(base mover.Options, d time.Duration, stalls *atomic.Int64) soak.Mover {
+	return soak.MoverFunc(func(ctx context.Context, m soak.Move) soak.Outcome {
+		opts := base
+		opts.Logger = slog.New(&stallHandler{next: base.Logger.Handler(), addr: m.TargetAddr, d: d, stalls: stalls})
+		return soak.LibraryMover(opts).Move(ctx, m)
+	})
+}
+
+// stallHandler pauses the target's writes when the move's log says it
+// enters the cutover, before the move pauses its source.
+type stallHandler struct {
+	next   slog.Handler
+	addr   string
+	d      time.Duration
+	stalls *atomic.Int64
+}
+
+func (h *stallHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelInfo || h.next.Enabled(ctx, l)
+}
+
+func (h *stallHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "transition" {
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "to" && a.Value.String() == string(mover.PhaseCutover) {
+				cl := redis.NewClient(&redis.Options{Addr: h.addr})
+				if err := cl.Do(ctx, "CLIENT", "PAUSE", h.d.Milliseconds(), "WRITE").Err(); err == nil {
+					h.stalls.Add(1)
+				}
+				cl.Close()
+				return false
+			}
+			return true
+		})
+	}
+	if !h.next.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return h.next.Handle(ctx, r)
+}
+
+func (h *stallHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &stallHandler{next: h.next.WithAttrs(as), addr: h.addr, d: h.d, stalls: h.stalls}
+}
+
+func (h *stallHandler) WithGroup(name string) slog.Handler {
+	return &stallHandler{next: h.next.WithGroup(name), addr: h.addr, d: h.d, stalls: h.stalls}
 }
 
 // Moves that die right after the source released the slots (no claim, the
