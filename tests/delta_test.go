@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -44,7 +46,7 @@ func (m *mirrored) do(ctx context.Context, keys []string, op func(c redis.Cmdabl
 // the target ends exactly like a mirror that saw the same writes.
 func TestMultiKeyWritesDuringMove(t *testing.T) {
 	c := fourMasters(t)
-	ctx := context.Background()
+	ctx := testContext(t, 3*time.Minute)
 	cc := c.Client()
 	defer cc.Close()
 	set := mustSlots(t, "0-5460")
@@ -170,25 +172,48 @@ func TestMultiKeyWritesDuringMove(t *testing.T) {
 // FLUSHALL on the source during the move cancels it, with rollback.
 func TestFlushAllCancelsMove(t *testing.T) {
 	c := fourMasters(t)
-	ctx := context.Background()
+	ctx := testContext(t, 2*time.Minute)
 	cc := c.Client()
 	defer cc.Close()
 	load(t, cc, 5000, mustSlots(t, "0-5460"))
 	source := c.Nodes[0].Client()
 	defer source.Close()
-	flushed := false
-	sum, err := mover.Run(ctx, mover.Options{
+	// The move is held in catch-up by a fence that is never met: without
+	// the FLUSHALL, or if it goes unnoticed, it would stay there until
+	// --max-catch-up (10 min). It gets this long.
+	const bound = 30 * time.Second
+	mctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	var once sync.Once
+	flushed := make(chan error, 1)
+	start := time.Now()
+	sum, err := mover.Run(mctx, mover.Options{
 		Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
 		Slots: mustSlots(t, "0-5460"), Logger: testLogger(t),
-		// A fence that is never met keeps the move in catch-up.
 		FenceTimeout: time.Nanosecond, MaxAttempts: 1_000_000,
 		Progress: func(p mover.Progress) {
-			if p.Phase == mover.PhaseCatchUp && !flushed {
-				flushed = true
-				source.FlushAll(ctx)
+			if p.Phase == mover.PhaseCatchUp {
+				once.Do(func() {
+					err := source.FlushAll(ctx).Err()
+					flushed <- err
+					if err != nil {
+						cancel() // nothing to wait for
+					}
+				})
 			}
 		},
 	})
+	select {
+	case ferr := <-flushed:
+		if ferr != nil {
+			t.Fatalf("FLUSHALL on the source: %v (move %s: %v)", ferr, sum.Result, err)
+		}
+	default:
+		t.Fatalf("the move never reported catch-up, so no FLUSHALL was sent (move %s after %v: %v)", sum.Result, time.Since(start).Round(time.Millisecond), err)
+	}
+	if mctx.Err() != nil {
+		t.Fatalf("the move did not notice the FLUSHALL within %s: %s: %v", bound, sum.Result, err)
+	}
 	if !errors.Is(err, mover.ErrSourceFlushed) || sum.Result != mover.ResultRolledBack {
 		t.Fatalf("move: %s: %v", sum.Result, err)
 	}
@@ -539,7 +564,7 @@ func TestFlushAllDuringSnapshotLeavesTargetEmpty(t *testing.T) {
 	// The target owns slots and keys of its own: its rollback is the paced
 	// purge, not a flush of the whole node.
 	c := harness.ClusterT(t, []string{"0-5460", "5461-10922", "10923-16000", "16001-16383"}, localcluster.Options{})
-	ctx := context.Background()
+	ctx := testContext(t, 4*time.Minute)
 	cc := c.Client()
 	defer cc.Close()
 	source, target := c.Nodes[0].Client(), c.Nodes[3].Client()
@@ -557,6 +582,7 @@ func TestFlushAllDuringSnapshotLeavesTargetEmpty(t *testing.T) {
 		}
 		done := make(chan struct{})
 		flushed := make(chan int64, 1)
+		flushErr := make(chan error, 1)
 		go func() {
 			// Flush once the target holds `after` keys, or give up.
 			deadline := time.Now().Add(20 * time.Second)
@@ -573,7 +599,7 @@ func TestFlushAllDuringSnapshotLeavesTargetEmpty(t *testing.T) {
 					stall := c.Nodes[3].Client()
 					go func() { defer stall.Close(); stall.Do(ctx, "DEBUG", "SLEEP", "0.3") }()
 					time.Sleep(50 * time.Millisecond)
-					source.FlushAll(ctx)
+					flushErr <- source.FlushAll(ctx).Err()
 					flushed <- n - own
 					return
 				}
@@ -598,12 +624,17 @@ func TestFlushAllDuringSnapshotLeavesTargetEmpty(t *testing.T) {
 		if at < 0 {
 			t.Fatalf("the flush never happened (move %s: %v)", sum.Result, err)
 		}
+		if ferr := <-flushErr; ferr != nil {
+			t.Fatalf("FLUSHALL on the source: %v (move %s: %v)", ferr, sum.Result, err)
+		}
 		if sum.Result != mover.ResultRolledBack || left != 0 {
 			t.Fatalf("FLUSHALL when the target held %d keys: move %s (%v); the target keeps %d keys of the slots", at, sum.Result, err, left)
 		}
 		t.Logf("FLUSHALL when the target held %d keys: rolled back (%v), target empty", at, err)
 	}
 }
+
+var demoTally = regexp.MustCompile(`(?m)^demo: (\d+) acknowledged writes during the move, (\d+) lost$`)
 
 // The README's first command: the demo moves slots on a cluster it starts.
 func TestDemo(t *testing.T) {
@@ -612,7 +643,15 @@ func TestDemo(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(stdout), &sum) != nil || sum.Result != mover.ResultMoved || sum.KeysCopied < 1000 {
 		t.Fatalf("demo: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
 	}
-	if !strings.Contains(stderr, ", 0 lost") {
+	// Its writer's tally: some writes during the move, none lost.
+	m := demoTally.FindStringSubmatch(stderr)
+	if m == nil {
 		t.Fatalf("demo did not report its writes: %s", stderr)
 	}
+	acked, _ := strconv.Atoi(m[1])
+	lost, _ := strconv.Atoi(m[2])
+	if acked == 0 || lost != 0 {
+		t.Fatalf("demo: %d acknowledged writes during the move, %d lost; want some and none: %s", acked, lost, stderr)
+	}
+	t.Logf("demo: %d acknowledged writes during the move, none lost", acked)
 }

@@ -24,6 +24,14 @@ func fourMasters(t *testing.T) *localcluster.Cluster {
 	return harness.ClusterT(t, []string{"0-5460", "5461-10922", "10923-16383", ""}, localcluster.Options{})
 }
 
+// testContext is a test's context, bounded: a move or a command that
+// hangs fails the test instead of running into the suite's timeout.
+func testContext(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // testLogger writes the mover's log through t.Log: shown for failed tests.
 func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
