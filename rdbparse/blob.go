@@ -35,33 +35,16 @@ func (m *memReader) readLen() (uint64, bool, error) {
 	}
 	b := m.b[m.i]
 	m.i++
-	switch b >> 6 {
-	case 0:
-		return uint64(b), false, nil
-	case 1:
-		p, err := m.take(1)
-		if err != nil {
-			return 0, false, err
-		}
-		return uint64(b&0x3f)<<8 | uint64(p[0]), false, nil
-	case 3:
-		return uint64(b & 0x3f), true, nil
+	size := lenSize(b)
+	if size == 0 {
+		return 0, false, fmt.Errorf("byte %d of the value: %w", m.i-1, errBadLen(b))
 	}
-	switch b {
-	case 0x80:
-		p, err := m.take(4)
-		if err != nil {
-			return 0, false, err
-		}
-		return uint64(binary.BigEndian.Uint32(p)), false, nil
-	case 0x81:
-		p, err := m.take(8)
-		if err != nil {
-			return 0, false, err
-		}
-		return binary.BigEndian.Uint64(p), false, nil
+	rest, err := m.take(uint64(size - 1))
+	if err != nil {
+		return 0, false, err
 	}
-	return 0, false, fmt.Errorf("byte %d of the value: bad length encoding 0x%02x", m.i-1, b)
+	n, enc := decodeLen(b, rest)
+	return n, enc, nil
 }
 
 func (m *memReader) plainLen() (uint64, error) {

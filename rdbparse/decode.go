@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strconv"
 
 	"github.com/hdt3213/rdb/core"
@@ -636,17 +635,4 @@ func intsetMembers(b []byte) ([][]byte, error) {
 		out[k] = strconv.AppendInt(nil, v, 10)
 	}
 	return out, nil
-}
-
-// appendLen appends an RDB length encoding of n.
-func appendLen(b []byte, n uint64) []byte {
-	switch {
-	case n < 1<<6:
-		return append(b, byte(n))
-	case n < 1<<14:
-		return append(b, byte(n>>8)|0x40, byte(n))
-	case n <= math.MaxUint32:
-		return binary.BigEndian.AppendUint32(append(b, 0x80), uint32(n))
-	}
-	return binary.BigEndian.AppendUint64(append(b, 0x81), n)
 }

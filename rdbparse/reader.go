@@ -2,7 +2,6 @@ package rdbparse
 
 import (
 	"bufio"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -137,30 +136,16 @@ func (rd *reader) readLenSlow() (uint64, bool, error) {
 	if err != nil {
 		return 0, false, err
 	}
-	switch b >> 6 {
-	case 0:
-		return uint64(b), false, nil
-	case 1:
-		c, err := rd.byte()
-		return uint64(b&0x3f)<<8 | uint64(c), false, err
-	case 3:
-		return uint64(b & 0x3f), true, nil
+	size := lenSize(b)
+	if size == 0 {
+		return 0, false, errf(start, "%w", errBadLen(b))
 	}
-	switch b {
-	case 0x80:
-		p, err := rd.bytes(4)
-		if err != nil {
-			return 0, false, err
-		}
-		return uint64(binary.BigEndian.Uint32(p)), false, nil
-	case 0x81:
-		p, err := rd.bytes(8)
-		if err != nil {
-			return 0, false, err
-		}
-		return binary.BigEndian.Uint64(p), false, nil
+	rest, err := rd.bytes(size - 1)
+	if err != nil {
+		return 0, false, err
 	}
-	return 0, false, errf(start, "bad length encoding 0x%02x", b)
+	n, enc := decodeLen(b, rest)
+	return n, enc, nil
 }
 
 // plainLen reads a length that must not be a special encoding.
@@ -277,23 +262,3 @@ func (rd *reader) endKeep() []byte {
 	rd.keeping = false
 	return rd.keep
 }
-
-// intEncoded decodes the little-endian signed integer of an int-encoded string.
-func intEncoded(p []byte) int64 {
-	switch len(p) {
-	case 1:
-		return int64(int8(p[0]))
-	case 2:
-		return int64(int16(binary.LittleEndian.Uint16(p)))
-	default:
-		return int64(int32(binary.LittleEndian.Uint32(p)))
-	}
-}
-
-// String encodings (the low bits of a length byte 11xxxxxx).
-const (
-	encInt8  = 0
-	encInt16 = 1
-	encInt32 = 2
-	encLZF   = 3
-)
