@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 )
 
@@ -16,9 +15,12 @@ type memReader struct {
 	i int
 }
 
-func (m *memReader) short() error {
-	return fmt.Errorf("byte %d of the value: %w", m.i, errShort)
+// errAt wraps err with the position i in the value it concerns.
+func (m *memReader) errAt(i int, err error) error {
+	return fmt.Errorf("byte %d of the value: %w", i, err)
 }
+
+func (m *memReader) short() error { return m.errAt(m.i, errShort) }
 
 func (m *memReader) take(n uint64) ([]byte, error) {
 	if n > uint64(len(m.b)-m.i) {
@@ -37,7 +39,7 @@ func (m *memReader) readLen() (uint64, bool, error) {
 	m.i++
 	size := lenSize(b)
 	if size == 0 {
-		return 0, false, fmt.Errorf("byte %d of the value: %w", m.i-1, errBadLen(b))
+		return 0, false, m.errAt(m.i-1, errBadLen(b))
 	}
 	rest, err := m.take(uint64(size - 1))
 	if err != nil {
@@ -50,7 +52,7 @@ func (m *memReader) readLen() (uint64, bool, error) {
 func (m *memReader) plainLen() (uint64, error) {
 	n, enc, err := m.readLen()
 	if err == nil && enc {
-		err = fmt.Errorf("byte %d of the value: string encoding where a length belongs", m.i-1)
+		err = m.errAt(m.i-1, errEncodedLen(n))
 	}
 	return n, err
 }
@@ -76,24 +78,41 @@ func (m *memReader) strInto(dst []byte) ([]byte, error) {
 		}
 		return strconv.AppendInt(dst[:0], intEncoded(p), 10), nil
 	case encLZF:
-		clen, err := m.plainLen()
+		in, ulen, err := m.lzfString()
 		if err != nil {
 			return nil, err
 		}
-		ulen, err := m.plainLen()
-		if err != nil {
-			return nil, err
-		}
-		in, err := m.take(clen)
-		if err != nil {
-			return nil, err
-		}
-		if ulen > math.MaxInt32 {
-			return nil, fmt.Errorf("byte %d of the value: compressed string too long", m.i)
-		}
-		return lzfDecompress(dst[:0], in, int(ulen))
+		return lzfDecompress(dst[:0], in, ulen)
 	}
-	return nil, fmt.Errorf("byte %d of the value: unknown string encoding %d", m.i-1, n)
+	return nil, m.errAt(m.i-1, errStringEncoding(n))
+}
+
+// lzfHeader reads the two lengths after the encoding byte of an LZF
+// string: clen compressed bytes follow, which expand to ulen.
+func (m *memReader) lzfHeader() (clen, ulen uint64, err error) {
+	if clen, err = m.plainLen(); err != nil {
+		return 0, 0, err
+	}
+	ulen, err = m.plainLen()
+	return clen, ulen, err
+}
+
+// lzfString reads an LZF string after its encoding byte: the compressed
+// bytes (aliasing the value) and the length they expand to.
+func (m *memReader) lzfString() ([]byte, int, error) {
+	clen, ulen, err := m.lzfHeader()
+	if err != nil {
+		return nil, 0, err
+	}
+	in, err := m.take(clen)
+	if err != nil {
+		return nil, 0, err
+	}
+	size, err := lzfLen(ulen)
+	if err != nil {
+		return nil, 0, m.errAt(m.i, err)
+	}
+	return in, size, nil
 }
 
 // strLen returns the decoded length of the next string and skips it.
@@ -115,17 +134,13 @@ func (m *memReader) strLen() (uint64, error) {
 		var digits [24]byte
 		return uint64(len(strconv.AppendInt(digits[:0], intEncoded(p), 10))), nil
 	case encLZF:
-		clen, err := m.plainLen()
-		if err != nil {
-			return 0, err
-		}
-		ulen, err := m.plainLen()
+		clen, ulen, err := m.lzfHeader()
 		if err == nil {
 			_, err = m.take(clen)
 		}
 		return ulen, err
 	}
-	return 0, fmt.Errorf("byte %d of the value: unknown string encoding %d", m.i-1, n)
+	return 0, m.errAt(m.i-1, errStringEncoding(n))
 }
 
 // blobHead is enough of a compact blob to read its header.
@@ -141,26 +156,15 @@ func (m *memReader) blob(scratch *[]byte, head int) ([]byte, error) {
 		return nil, err
 	}
 	if enc && n == encLZF {
-		clen, err := m.plainLen()
+		in, ulen, err := m.lzfString()
 		if err != nil {
 			return nil, err
 		}
-		ulen, err := m.plainLen()
-		if err != nil {
-			return nil, err
-		}
-		in, err := m.take(clen)
-		if err != nil {
-			return nil, err
-		}
-		if ulen > math.MaxInt32 {
-			return nil, fmt.Errorf("byte %d of the value: compressed string too long", m.i)
-		}
-		stop := int(ulen)
+		stop := ulen
 		if head > 0 {
 			stop = min(stop, head)
 		}
-		*scratch, err = lzfExpand((*scratch)[:0], in, int(ulen), stop)
+		*scratch, err = lzfExpand((*scratch)[:0], in, ulen, stop)
 		return *scratch, err
 	}
 	m.i = start

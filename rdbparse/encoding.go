@@ -58,6 +58,28 @@ func errBadLen(b byte) error {
 	return fmt.Errorf("bad length encoding 0x%02x", b)
 }
 
+// errEncodedLen is the error for a string encoding (11xxxxxx, its low bits
+// enc) where a plain length belongs.
+func errEncodedLen(enc uint64) error {
+	return fmt.Errorf("string encoding 0x%02x where a length belongs", 0xc0|enc)
+}
+
+// errStringEncoding is the error for a string encoding 11xxxxxx unknown to
+// this code.
+func errStringEncoding(enc uint64) error {
+	return fmt.Errorf("unknown string encoding %d", enc)
+}
+
+// lzfLen returns the expanded length ulen of an LZF string as an int,
+// refusing one beyond 2 GiB (a corrupt header, which must not make the
+// expansion allocate that much).
+func lzfLen(ulen uint64) (int, error) {
+	if ulen > math.MaxInt32 {
+		return 0, fmt.Errorf("compressed string of %d bytes is too long", ulen)
+	}
+	return int(ulen), nil
+}
+
 // appendLen appends an RDB length encoding of n.
 func appendLen(b []byte, n uint64) []byte {
 	switch {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strconv"
 )
 
@@ -153,7 +152,7 @@ func (rd *reader) plainLen() (uint64, error) {
 	start := rd.off()
 	n, enc, err := rd.readLen()
 	if err == nil && enc {
-		err = errf(start, "string encoding 0x%02x where a length belongs", 0xc0|n)
+		err = errf(start, "%w", errEncodedLen(n))
 	}
 	return n, err
 }
@@ -169,23 +168,26 @@ func (rd *reader) skipString() error {
 		return rd.skip(n)
 	}
 	switch n {
-	case encInt8:
-		return rd.skip(1)
-	case encInt16:
-		return rd.skip(2)
-	case encInt32:
-		return rd.skip(4)
+	case encInt8, encInt16, encInt32:
+		return rd.skip(1 << n)
 	case encLZF:
-		clen, err := rd.plainLen()
+		clen, _, err := rd.lzfHeader()
 		if err != nil {
-			return err
-		}
-		if _, err := rd.plainLen(); err != nil {
 			return err
 		}
 		return rd.skip(clen)
 	}
-	return errf(start, "unknown string encoding %d", n)
+	return errf(start, "%w", errStringEncoding(n))
+}
+
+// lzfHeader reads the two lengths after the encoding byte of an LZF
+// string: clen compressed bytes follow, which expand to ulen.
+func (rd *reader) lzfHeader() (clen, ulen uint64, err error) {
+	if clen, err = rd.plainLen(); err != nil {
+		return 0, 0, err
+	}
+	ulen, err = rd.plainLen()
+	return clen, ulen, err
 }
 
 // readString appends the decoded RDB string to dst[:0]. lzf is scratch
@@ -208,27 +210,24 @@ func (rd *reader) readString(dst, lzf []byte) ([]byte, []byte, error) {
 		}
 		return strconv.AppendInt(dst[:0], intEncoded(p), 10), lzf, nil
 	case encLZF:
-		clen, err := rd.plainLen()
-		if err != nil {
-			return dst, lzf, err
-		}
-		ulen, err := rd.plainLen()
+		clen, ulen, err := rd.lzfHeader()
 		if err != nil {
 			return dst, lzf, err
 		}
 		if lzf, err = rd.readRaw(lzf[:0], clen); err != nil {
 			return dst, lzf, err
 		}
-		if ulen > math.MaxInt32 {
-			return dst, lzf, errf(start, "compressed string of %d bytes is too long", ulen)
+		size, err := lzfLen(ulen)
+		if err != nil {
+			return dst, lzf, errf(start, "%w", err)
 		}
-		out, err := lzfDecompress(dst[:0], lzf, int(ulen))
+		out, err := lzfDecompress(dst[:0], lzf, size)
 		if err != nil {
 			return dst, lzf, errf(start, "%w", err)
 		}
 		return out, lzf, nil
 	}
-	return dst, lzf, errf(start, "unknown string encoding %d", n)
+	return dst, lzf, errf(start, "%w", errStringEncoding(n))
 }
 
 // readRaw appends the next n bytes to dst, in pieces as they arrive, so a
