@@ -76,7 +76,7 @@ func (m *memReader) strInto(dst []byte) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		return strconv.AppendInt(dst[:0], intEncoded(p), 10), nil
+		return strconv.AppendInt(dst[:0], intLE(p), 10), nil
 	case encLZF:
 		in, ulen, err := m.lzfString()
 		if err != nil {
@@ -132,7 +132,7 @@ func (m *memReader) strLen() (uint64, error) {
 			return 0, err
 		}
 		var digits [24]byte
-		return uint64(len(strconv.AppendInt(digits[:0], intEncoded(p), 10))), nil
+		return uint64(len(strconv.AppendInt(digits[:0], intLE(p), 10))), nil
 	case encLZF:
 		clen, ulen, err := m.lzfHeader()
 		if err == nil {
@@ -394,12 +394,7 @@ func listpackWalk(b []byte, f func(s []byte, v int64, isInt bool) error) error {
 					return errors.New("listpack entry ends early")
 				}
 				hdr = 1 + w
-				var u uint64
-				for k := w; k >= 1; k-- {
-					u = u<<8 | uint64(b[i+k])
-				}
-				// Sign-extend from w bytes.
-				v = int64(u<<(64-8*w)) >> (64 - 8*w)
+				v = intLE(b[i+1 : i+1+w])
 			}
 		}
 		l := hdr + n
@@ -509,11 +504,7 @@ func ziplistWalk(b []byte, f func(s []byte, v int64, isInt bool) error) error {
 			if i+1+w > len(b) {
 				return errors.New("ziplist entry ends early")
 			}
-			var u uint64
-			for k := w; k >= 1; k-- {
-				u = u<<8 | uint64(b[i+k])
-			}
-			v = int64(u<<(64-8*w)) >> (64 - 8*w)
+			v = intLE(b[i+1 : i+1+w])
 		}
 		if err := f(nil, v, true); err != nil {
 			return err

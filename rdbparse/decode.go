@@ -622,17 +622,7 @@ func intsetMembers(b []byte) ([][]byte, error) {
 	}
 	out := make([][]byte, n)
 	for k := range out {
-		p := b[8+k*w:]
-		var v int64
-		switch w {
-		case 2:
-			v = int64(int16(binary.LittleEndian.Uint16(p)))
-		case 4:
-			v = int64(int32(binary.LittleEndian.Uint32(p)))
-		default:
-			v = int64(binary.LittleEndian.Uint64(p))
-		}
-		out[k] = strconv.AppendInt(nil, v, 10)
+		out[k] = strconv.AppendInt(nil, intLE(b[8+k*w:8+(k+1)*w]), 10)
 	}
 	return out, nil
 }

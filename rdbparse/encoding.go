@@ -93,14 +93,24 @@ func appendLen(b []byte, n uint64) []byte {
 	return binary.BigEndian.AppendUint64(append(b, 0x81), n)
 }
 
-// intEncoded decodes the little-endian signed integer of an int-encoded string.
-func intEncoded(p []byte) int64 {
+// intLE decodes a little-endian two's complement integer of len(p) bytes,
+// 1 to 8: an int-encoded string's, an intset member, the integer entries of
+// listpacks and ziplists.
+func intLE(p []byte) int64 {
 	switch len(p) {
 	case 1:
 		return int64(int8(p[0]))
 	case 2:
 		return int64(int16(binary.LittleEndian.Uint16(p)))
-	default:
+	case 4:
 		return int64(int32(binary.LittleEndian.Uint32(p)))
+	case 8:
+		return int64(binary.LittleEndian.Uint64(p))
 	}
+	var u uint64
+	for k := len(p) - 1; k >= 0; k-- {
+		u = u<<8 | uint64(p[k])
+	}
+	// Sign-extend from len(p) bytes.
+	return int64(u<<(64-8*len(p))) >> (64 - 8*len(p))
 }

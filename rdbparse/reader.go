@@ -208,7 +208,7 @@ func (rd *reader) readString(dst, lzf []byte) ([]byte, []byte, error) {
 		if err != nil {
 			return dst, lzf, err
 		}
-		return strconv.AppendInt(dst[:0], intEncoded(p), 10), lzf, nil
+		return strconv.AppendInt(dst[:0], intLE(p), 10), lzf, nil
 	case encLZF:
 		clen, ulen, err := rd.lzfHeader()
 		if err != nil {
