@@ -340,6 +340,9 @@ type keyState struct {
 // exists reports whether the key was there (TYPE answers "none" for no key).
 func (k keyState) exists() bool { return k.typ != "" && k.typ != "none" }
 
+// noDigest is DEBUG DIGEST-VALUE of a key that does not exist.
+const noDigest = "0000000000000000000000000000000000000000"
+
 func describe(ctx context.Context, c redis.Cmdable, keys []string) ([]keyState, error) {
 	pipe := c.Pipeline()
 	types := make([]*redis.StatusCmd, len(keys))
@@ -377,6 +380,13 @@ func describe(ctx context.Context, c redis.Cmdable, keys []string) ([]keyState, 
 			if len(v) == 1 {
 				out[i].digest = fmt.Sprint(v[0])
 			}
+		}
+		// DEBUG is never redirected: a cluster client whose slot map is
+		// stale sends it to a node without the key, which answers the
+		// digest of nothing, while TYPE follows MOVED to the owner. Only an
+		// empty stream has that digest (groups are not in it).
+		if out[i].exists() && out[i].typ != "stream" && out[i].digest == noDigest {
+			return nil, fmt.Errorf("DEBUG DIGEST-VALUE %q answered for no key, TYPE %s: sent to a node without the key (a cluster client's stale slot map?)", keys[i], out[i].typ)
 		}
 		if d := expires[i].Val(); d > 0 {
 			out[i].expire = int64(d / time.Millisecond)
