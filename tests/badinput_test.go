@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -144,7 +145,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 // the cluster as it was; so does a cancelled one.
 func TestFailedMoveRollsBack(t *testing.T) {
 	c := fourMasters(t)
-	ctx := context.Background()
+	ctx := testContext(t, 2*time.Minute)
 	cc := c.Client()
 	defer cc.Close()
 	load(t, cc, 20_000, mustSlots(t, "0-5460"))
@@ -184,7 +185,7 @@ func TestFailedMoveRollsBack(t *testing.T) {
 // instead of losing keys.
 func TestRefusedWritesAreCaught(t *testing.T) {
 	c := fourMasters(t)
-	ctx := context.Background()
+	ctx := testContext(t, 2*time.Minute)
 	cc := c.Client()
 	defer cc.Close()
 	load(t, cc, 20_000, mustSlots(t, "0-5460"))
@@ -225,7 +226,7 @@ func TestRefusedWritesAreCaught(t *testing.T) {
 // evicted keys and rolled back before the source lets go of a key.
 func TestEvictingTargetIsRefusedOrRolledBack(t *testing.T) {
 	c := fourMasters(t)
-	ctx := context.Background()
+	ctx := testContext(t, 2*time.Minute)
 	cc := c.Client()
 	defer cc.Close()
 	// The big keys elsewhere: the slots' keys go quietly (SET, RESTORE),
@@ -268,7 +269,7 @@ func TestEvictingTargetIsRefusedOrRolledBack(t *testing.T) {
 // move's own would be. The move must tell them apart and go on.
 func TestOthersRefusedWritesDoNotFailTheMove(t *testing.T) {
 	c := fourMasters(t)
-	ctx := context.Background()
+	ctx := testContext(t, 3*time.Minute)
 	cc := c.Client()
 	defer cc.Close()
 	keys := load(t, cc, 20_000, mustSlots(t, "0-5460"))
@@ -276,8 +277,9 @@ func TestOthersRefusedWritesDoNotFailTheMove(t *testing.T) {
 	defer target.Close()
 	rejectedBefore := rejectedSets(t, target)
 
-	stray, stop := context.WithCancel(ctx)
-	done := make(chan int)
+	stray, stop := context.WithTimeout(ctx, 2*time.Minute)
+	defer stop()
+	done := make(chan int, 1) // never blocks: the test may be gone
 	go func() {
 		moved := 0
 		for i := 0; i < 1_000_000 && stray.Err() == nil; i++ {
@@ -288,9 +290,8 @@ func TestOthersRefusedWritesDoNotFailTheMove(t *testing.T) {
 		}
 		done <- moved
 	}()
-	for rejectedSets(t, target) == rejectedBefore {
-		time.Sleep(time.Millisecond) // the stray writer is under way before the move starts
-	}
+	// The stray writer is under way before the move starts.
+	waitFor(t, 10*time.Second, "the target to refuse a stray SET", func() bool { return rejectedSets(t, target) != rejectedBefore })
 	moveAndCheck(t, c, 0, 3, mustSlots(t, "0-5460"), keys)
 	stop()
 	if moved := <-done; moved < 100 || rejectedSets(t, target)-rejectedBefore < int64(moved) {
@@ -482,7 +483,7 @@ func TestServerWithBuiltInMigrationIsLeftToIt(t *testing.T) {
 // and the target serves every key.
 func TestStuckMoveSaysHowToRepair(t *testing.T) {
 	c := harness.ClusterT(t, []string{"0-16383", ""}, localcluster.Options{Config: []string{`rename-command SCRIPT ""`}})
-	ctx := context.Background()
+	ctx := testContext(t, 2*time.Minute)
 	cc := c.Client()
 	defer cc.Close()
 	set := mustSlots(t, "0-100")
@@ -507,6 +508,90 @@ func TestStuckMoveSaysHowToRepair(t *testing.T) {
 	if err := before.Compare(ctx, target); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A move whose target's replica does not acknowledge the moved keys within
+// --replica-wait has switched but keeps the source's copies: it exits 3
+// and prints how to finish. Once the replica is back, the command it
+// printed, run as printed, removes the orphaned copies and leaves every
+// node agreeing on the owner, with every key on the target.
+func TestStuckMoveIsRepairedByThePrintedCommand(t *testing.T) {
+	c := harness.ClusterT(t, []string{"0-16383", ""}, localcluster.Options{})
+	ctx := testContext(t, 2*time.Minute)
+	cc := c.Client()
+	defer cc.Close()
+	set := mustSlots(t, "0-100")
+	keys := keysIn(load(t, cc, 5000, set), set)
+	before, err := localcluster.Capture(ctx, cc, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replica := addReplica(t, c, 1)
+	if err := syscall.Kill(replica.PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			syscall.Kill(replica.PID, syscall.SIGCONT)
+		}
+	}
+	defer resume()
+	code, stdout, stderr := runCLI(t, "move", "--json", "--source", c.Nodes[0].Addr, "--target", c.Nodes[1].Addr, "--slots", "0-100", "--replica-wait", "1s")
+	if code != 3 || !strings.Contains(stdout, `"result":"stuck"`) || !strings.Contains(stderr, "cleanup postponed") || !strings.Contains(stderr, "to repair:") {
+		t.Fatalf("move with a stalled replica of the target: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	orphans, err := c.Orphans(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(orphans) == 0 {
+		t.Fatal("the stuck move left no orphaned key on the source: nothing to repair, the test tests nothing")
+	}
+	resume()
+	target := c.Nodes[1].Client()
+	defer target.Close()
+	if n, err := target.Do(ctx, "WAIT", 1, 10_000).Int(); err != nil || n != 1 {
+		t.Fatalf("the target's replica did not catch up: WAIT %d, %v", n, err)
+	}
+
+	repair := printedRepair(t, stderr)
+	code, stdout, stderr = runCLI(t, repair...)
+	t.Logf("slotmover %s: exit %d\n%s%s", strings.Join(repair, " "), code, stdout, stderr)
+	if code != 0 || !strings.Contains(stdout, "done: cleanup") {
+		t.Fatalf("the printed repair command: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if err := c.WaitOwner(ctx, set, c.IDs[1], 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	assertNoOrphans(t, c)
+	if err := before.Compare(ctx, target); err != nil {
+		t.Fatalf("after the repair, on the target: %v", err)
+	}
+	if err := localcluster.CheckWithRedisCli(ctx, c.Nodes[0].Addr); err != nil {
+		t.Fatal(err)
+	}
+	if code, stdout, _ := runCLI(t, "fix", "--node", c.Nodes[0].Addr); code != 0 || !strings.Contains(stdout, "nothing to repair") {
+		t.Fatalf("fix after the repair: exit %d\n%s", code, stdout)
+	}
+}
+
+// printedRepair returns the arguments of the slotmover command a stuck
+// move prints first under "to repair:", without its comment.
+func printedRepair(t *testing.T, stderr string) []string {
+	t.Helper()
+	_, after, ok := strings.Cut(stderr, "to repair:\n")
+	if !ok {
+		t.Fatalf("no repair printed: %s", stderr)
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(after), "\n")
+	line, _, _ = strings.Cut(line, "#")
+	args := strings.Fields(line)
+	if len(args) < 2 || args[0] != "slotmover" {
+		t.Fatalf("the first repair line is not a slotmover command: %q", line)
+	}
+	return args[1:]
 }
 
 // infoInt reads a numeric INFO field of a node.

@@ -1,7 +1,8 @@
 package tests
 
 import (
-	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 // connections all speak TLS with the cluster's certificate.
 func TestMoveOverTLS(t *testing.T) {
 	c := harness.ClusterT(t, []string{"0-16383", ""}, localcluster.Options{TLS: true})
-	ctx := context.Background()
+	ctx := testContext(t, 2*time.Minute)
 	cc := c.Client()
 	defer cc.Close()
 	set := mustSlots(t, "0-8000")
@@ -38,9 +39,34 @@ func TestMoveOverTLS(t *testing.T) {
 	if err := before.Compare(ctx, target); err != nil {
 		t.Fatal(err)
 	}
-	// Without TLS the same move is refused before anything changes.
+	// Without TLS the move back is refused before anything changes, for
+	// what it is: the source cannot be reached in plain text.
+	// On the target itself: cc's slot map may still name the old owner.
+	before, err = localcluster.Capture(ctx, target, keysIn(keys, set))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fingerprint, err := c.Fingerprint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	plain := mover.Conn{Addr: c.Nodes[1].Addr}
-	if sum, err := mover.Run(ctx, mover.Options{Source: plain, Target: conn(c.Nodes[0]), Slots: set, Logger: testLogger(t)}); sum.Result != mover.ResultRefused {
-		t.Fatalf("plain-text move to a TLS cluster: %s: %v", sum.Result, err)
+	want := "cannot reach source " + c.Nodes[1].Addr
+	sum, err = mover.Run(ctx, mover.Options{Source: plain, Target: conn(c.Nodes[0]), Slots: set, Logger: testLogger(t)})
+	var refusal *mover.InputError
+	if sum.Result != mover.ResultRefused || !errors.As(err, &refusal) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("plain-text move in a TLS cluster: %s: %v; want refused with %q", sum.Result, err, want)
+	}
+	// And by the command: exit 2 with the reason.
+	code, stdout, stderr := runCLI(t, "move", "--json", "--source", c.Nodes[1].Addr, "--target", c.Nodes[0].Addr, "--slots", "0-8000")
+	if code != 2 || !strings.Contains(stdout, `"result":"refused"`) || !strings.Contains(stderr, want) {
+		t.Fatalf("slotmover move without --tls: exit %d, want 2 with %q; stdout %s; stderr %s", code, want, stdout, stderr)
+	}
+	t.Logf("refused: %s", strings.TrimSpace(stderr))
+	if after, err := c.Fingerprint(ctx); err != nil || after != fingerprint {
+		t.Fatalf("the refused moves changed the cluster (%v):\nbefore\n%s\nafter\n%s", err, fingerprint, after)
+	}
+	if err := before.Compare(ctx, target); err != nil {
+		t.Fatal(err)
 	}
 }
