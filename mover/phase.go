@@ -50,19 +50,66 @@ const (
 // ErrTooLate answers a cancel once the source has given the slots away.
 var ErrTooLate = errors.New("the source has released the slots: the move can only go forward")
 
-// Machine holds a move's phase and the facts its transitions depend on.
+// ErrRollingBack answers a cancel while the move is being rolled back
+// already: it ends failed as it would have.
+var ErrRollingBack = errors.New("the move is being rolled back already")
+
+// ErrRefusedTransition is the cause of a move failed by an event that made
+// no sense in its phase: a bug of the driver, on whose premise nothing more
+// may be done.
+var ErrRefusedTransition = errors.New("refused transition")
+
+// Machine holds a move's phase and the facts its transitions depend on. It
+// alone decides what comes next, and what the move's result is.
 type Machine struct {
-	Phase       Phase
-	Attempts    int // cutover attempts made
-	MaxAttempts int
-	Released    bool  // the source gave the slots away
-	Cause       error // why the move failed, for failed/stuck
-	cancelled   bool
+	phase       Phase
+	attempts    int // cutover attempts made
+	maxAttempts int
+	released    bool  // the source gave the slots away
+	switched    bool  // the target claimed them
+	refused     bool  // ended before any change, on bad input
+	cancelled   bool  // rolled back (or stuck) on request
+	cause       error // why the move failed, for failed/cancelled/stuck
 }
 
 // NewMachine starts a move in preflight.
 func NewMachine(maxAttempts int) *Machine {
-	return &Machine{Phase: PhasePreflight, MaxAttempts: max(maxAttempts, 1)}
+	return &Machine{phase: PhasePreflight, maxAttempts: max(maxAttempts, 1)}
+}
+
+// Phase is where the move stands.
+func (m *Machine) Phase() Phase { return m.phase }
+
+// Attempts counts the cutover attempts made.
+func (m *Machine) Attempts() int { return m.attempts }
+
+// Released says whether the source gave the slots away: from then on the
+// move only goes forward.
+func (m *Machine) Released() bool { return m.released }
+
+// Switched says whether the target claimed the slots.
+func (m *Machine) Switched() bool { return m.switched }
+
+// Cause is why the move failed, was refused or cancelled; nil otherwise.
+func (m *Machine) Cause() error { return m.cause }
+
+// Result names how a move ended: ResultMoved, ResultRefused,
+// ResultRolledBack, ResultCancelled or ResultStuck; "" while it runs.
+func (m *Machine) Result() string {
+	switch m.phase {
+	case PhaseDone:
+		return ResultMoved
+	case PhaseCancelled:
+		return ResultCancelled
+	case PhaseStuck:
+		return ResultStuck
+	case PhaseFailed:
+		if m.refused {
+			return ResultRefused
+		}
+		return ResultRolledBack
+	}
+	return ""
 }
 
 // Transition is one step of the machine, for the log.
@@ -71,34 +118,45 @@ type Transition struct {
 	Event    Event
 }
 
-// Step applies an event. err is the cause for EvFailed and EvFenceMissed.
-// An event that makes no sense in the current phase is an error and changes
-// nothing.
+// Step applies an event; err is its cause, for EvFailed, EvRefused,
+// EvCancel and EvFenceMissed. An event that makes no sense in the current
+// phase fails the move (ErrRefusedTransition), as a failure there would,
+// and is returned as an error along with that transition. Events after
+// the end, and a cancel once the source released the slots (ErrTooLate) or
+// during the rollback (ErrRollingBack), are answered with an error and
+// change nothing.
 func (m *Machine) Step(ev Event, err error) (Transition, error) {
-	from := m.Phase
+	from := m.phase
+	if from.Terminal() {
+		return Transition{}, fmt.Errorf("move is %s: event %q after the end", from, ev)
+	}
+	if ev == EvCancel && m.released {
+		return Transition{}, ErrTooLate
+	}
+	if ev == EvCancel && from == PhaseRollback {
+		return Transition{}, ErrRollingBack
+	}
 	to, serr := m.next(ev, err)
 	if serr != nil {
-		return Transition{}, serr
+		serr = fmt.Errorf("%w: %w", ErrRefusedTransition, serr)
+		to = m.abort(EvFailed, serr)
 	}
-	m.Phase = to
-	return Transition{From: from, To: to, Event: ev}, nil
+	m.phase = to
+	return Transition{From: from, To: to, Event: ev}, serr
 }
 
 func (m *Machine) next(ev Event, err error) (Phase, error) {
-	if m.Phase.Terminal() {
-		return "", fmt.Errorf("move is %s: event %q after the end", m.Phase, ev)
-	}
 	switch ev {
 	case EvFailed, EvCancel:
-		return m.abort(ev, err)
+		return m.abort(ev, err), nil
 	case EvRefused:
-		if m.Phase != PhaseImporting {
+		if m.phase != PhasePreflight && m.phase != PhaseImporting {
 			break
 		}
-		m.Cause = err
+		m.refused, m.cause = true, orUnknown(err)
 		return PhaseFailed, nil
 	case EvRolledBack:
-		if m.Phase != PhaseRollback {
+		if m.phase != PhaseRollback {
 			break
 		}
 		if m.cancelled {
@@ -116,8 +174,8 @@ func (m *Machine) next(ev Event, err error) (Phase, error) {
 		EvSwitched:        PhaseCutover,
 		EvCleanupDone:     PhaseCleanup,
 	}
-	if p, ok := want[ev]; !ok || p != m.Phase {
-		return "", fmt.Errorf("event %q makes no sense in phase %s", ev, m.Phase)
+	if p, ok := want[ev]; !ok || p != m.phase {
+		return "", fmt.Errorf("event %q makes no sense in phase %s", ev, m.phase)
 	}
 	switch ev {
 	case EvPreflightPassed:
@@ -127,24 +185,28 @@ func (m *Machine) next(ev Event, err error) (Phase, error) {
 	case EvSnapshotApplied:
 		return PhaseCatchUp, nil
 	case EvLagLow:
-		m.Attempts++
+		m.attempts++
 		return PhaseCutover, nil
 	case EvFenceMissed:
-		if m.Released {
+		if m.released {
 			return "", fmt.Errorf("fence missed after the source released the slots")
 		}
-		if m.Attempts >= m.MaxAttempts {
-			m.Cause = fmt.Errorf("cutover failed %d times, last: %w", m.Attempts, err)
+		if m.attempts >= m.maxAttempts {
+			m.cause = fmt.Errorf("cutover failed %d times, last: %w", m.attempts, orUnknown(err))
 			return PhaseRollback, nil
 		}
 		return PhaseCatchUp, nil
 	case EvSourceReleased:
-		m.Released = true
+		if m.released {
+			return "", fmt.Errorf("the source released the slots twice")
+		}
+		m.released = true
 		return PhaseCutover, nil
 	case EvSwitched:
-		if !m.Released {
+		if !m.released {
 			return "", fmt.Errorf("ownership switched before the source released the slots")
 		}
+		m.switched = true
 		return PhaseCleanup, nil
 	default: // EvCleanupDone
 		return PhaseDone, nil
@@ -152,33 +214,37 @@ func (m *Machine) next(ev Event, err error) (Phase, error) {
 }
 
 // abort handles a failure or a cancel request.
-func (m *Machine) abort(ev Event, err error) (Phase, error) {
+func (m *Machine) abort(ev Event, err error) Phase {
 	if ev == EvCancel {
-		if m.Released {
-			return "", ErrTooLate
-		}
 		m.cancelled = true
-		err = errors.New("cancelled")
-	}
-	if err == nil {
-		err = errors.New("unknown failure")
-	}
-	switch {
-	case m.Phase == PhaseRollback:
-		// The undo itself failed: what is left needs a person (or fix).
-		m.Cause = fmt.Errorf("%w; rollback failed: %w", m.Cause, err)
-		return PhaseStuck, nil
-	case m.Released:
-		m.Cause = err
-		return PhaseStuck, nil
-	case m.Phase == PhasePreflight:
-		m.Cause = err
-		if m.cancelled {
-			return PhaseCancelled, nil
+		if err == nil {
+			err = errors.New("cancelled")
 		}
-		return PhaseFailed, nil
-	default:
-		m.Cause = err
-		return PhaseRollback, nil
 	}
+	err = orUnknown(err)
+	switch {
+	case m.phase == PhaseRollback:
+		// The undo itself failed: what is left needs a person (or fix).
+		m.cause = fmt.Errorf("%w; rollback failed: %w", m.cause, err)
+		return PhaseStuck
+	case m.released:
+		m.cause = err
+		return PhaseStuck
+	case m.phase == PhasePreflight:
+		m.cause = err
+		if m.cancelled {
+			return PhaseCancelled
+		}
+		return PhaseFailed
+	default:
+		m.cause = err
+		return PhaseRollback
+	}
+}
+
+func orUnknown(err error) error {
+	if err == nil {
+		return errors.New("unknown failure")
+	}
+	return err
 }

@@ -1,108 +1,179 @@
 package mover
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 )
 
 type step struct {
 	ev   Event
-	want Phase // "" means the event must be refused
+	want Phase
 }
 
 func run(t *testing.T, m *Machine, steps []step) {
 	t.Helper()
 	for i, s := range steps {
-		before := m.Phase
+		before := m.Phase()
 		tr, err := m.Step(s.ev, errors.New("boom"))
-		if s.want == "" {
-			if err == nil {
-				t.Fatalf("step %d: %q in %s accepted (to %s)", i, s.ev, before, tr.To)
-			}
-			if m.Phase != before {
-				t.Fatalf("step %d: refused event changed the phase", i)
-			}
-			continue
-		}
 		if err != nil {
 			t.Fatalf("step %d: %q in %s: %v", i, s.ev, before, err)
 		}
-		if m.Phase != s.want || tr.From != before || tr.To != s.want {
-			t.Fatalf("step %d: %q in %s went to %s, want %s", i, s.ev, before, m.Phase, s.want)
+		if m.Phase() != s.want || tr.From != before || tr.To != s.want {
+			t.Fatalf("step %d: %q in %s went to %s, want %s", i, s.ev, before, m.Phase(), s.want)
 		}
 	}
 }
 
+// at drives a new machine to phase p the normal way; released says whether
+// the source has released the slots there (only in the cutover).
+func at(t *testing.T, p Phase, released bool) *Machine {
+	t.Helper()
+	m := NewMachine(3)
+	path := []Event{EvPreflightPassed, EvImportingSet, EvSnapshotApplied, EvLagLow, EvSourceReleased, EvSwitched}
+	for _, ev := range path {
+		if m.Phase() == p && (ev != EvSourceReleased || !released) {
+			break
+		}
+		if _, err := m.Step(ev, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m.Phase() != p || m.Released() != released {
+		t.Fatalf("could not reach %s (released %v): at %s", p, released, m.Phase())
+	}
+	return m
+}
+
 func TestHappyPath(t *testing.T) {
-	run(t, NewMachine(3), []step{
+	m := NewMachine(3)
+	run(t, m, []step{
 		{EvPreflightPassed, PhaseImporting},
 		{EvImportingSet, PhaseSnapshot},
 		{EvSnapshotApplied, PhaseCatchUp},
 		{EvLagLow, PhaseCutover},
 		{EvFenceMissed, PhaseCatchUp},
 		{EvLagLow, PhaseCutover},
-		{EvSwitched, ""}, // never before the source released
 		{EvSourceReleased, PhaseCutover},
-		{EvCancel, ""}, // too late
 		{EvSwitched, PhaseCleanup},
 		{EvCleanupDone, PhaseDone},
-		{EvFailed, ""}, // over
 	})
+	if m.Result() != ResultMoved || m.Cause() != nil || m.Attempts() != 2 {
+		t.Fatalf("result %q, cause %v, attempts %d", m.Result(), m.Cause(), m.Attempts())
+	}
 }
 
-func TestOutOfOrderEventsAreRefused(t *testing.T) {
-	run(t, NewMachine(3), []step{
-		{EvSnapshotApplied, ""},
-		{EvLagLow, ""},
-		{EvRolledBack, ""},
-		{EvPreflightPassed, PhaseImporting},
-		{EvPreflightPassed, ""},
-	})
+// An event that makes no sense where the move stands is a bug of the
+// driver: the move fails as it would on a failure there (no change yet:
+// failed; changes to undo: rollback; released: stuck), with the refusal
+// as its cause.
+func TestRefusedTransitionFailsTheMove(t *testing.T) {
+	for _, c := range []struct {
+		at       Phase
+		released bool
+		ev       Event
+		want     Phase
+	}{
+		{PhasePreflight, false, EvSnapshotApplied, PhaseFailed},
+		{PhasePreflight, false, EvRolledBack, PhaseFailed},
+		{PhaseImporting, false, EvPreflightPassed, PhaseRollback},
+		{PhaseSnapshot, false, EvLagLow, PhaseRollback},
+		{PhaseSnapshot, false, EvRefused, PhaseRollback},
+		{PhaseCatchUp, false, EvSwitched, PhaseRollback},
+		{PhaseCutover, false, EvSwitched, PhaseRollback}, // never before the source released
+		{PhaseCutover, true, EvFenceMissed, PhaseStuck},
+		{PhaseCutover, true, EvSourceReleased, PhaseStuck},
+		{PhaseCleanup, true, EvLagLow, PhaseStuck},
+	} {
+		m := at(t, c.at, c.released)
+		tr, err := m.Step(c.ev, nil)
+		if !errors.Is(err, ErrRefusedTransition) || m.Phase() != c.want || tr.To != c.want || !errors.Is(m.Cause(), ErrRefusedTransition) {
+			t.Errorf("%q in %s (released %v): %v, to %s (cause %v), want %s", c.ev, c.at, c.released, err, m.Phase(), m.Cause(), c.want)
+		}
+	}
+}
+
+// After the end, events change nothing.
+func TestEventsAfterTheEndChangeNothing(t *testing.T) {
+	m := NewMachine(3)
+	run(t, m, []step{{EvFailed, PhaseFailed}})
+	for _, ev := range []Event{EvPreflightPassed, EvFailed, EvCancel, EvRolledBack} {
+		if _, err := m.Step(ev, nil); err == nil || m.Phase() != PhaseFailed {
+			t.Fatalf("%q after the end: %v, now %s", ev, err, m.Phase())
+		}
+	}
 }
 
 func TestFailureBeforeAnyChangeNeedsNoRollback(t *testing.T) {
 	m := NewMachine(3)
 	run(t, m, []step{{EvFailed, PhaseFailed}})
-	if m.Cause == nil {
-		t.Fatal("no cause recorded")
+	if m.Cause() == nil || m.Result() != ResultRolledBack {
+		t.Fatalf("cause %v, result %q", m.Cause(), m.Result())
 	}
 }
 
-// Importing marks that the target refuses as a whole leave nothing to undo;
-// anywhere else the event makes no sense.
-func TestRefusedMarksNeedNoRollback(t *testing.T) {
-	run(t, NewMachine(3), []step{
-		{EvRefused, ""},
-		{EvPreflightPassed, PhaseImporting},
-		{EvRefused, PhaseFailed},
-	})
-	run(t, NewMachine(3), []step{
-		{EvPreflightPassed, PhaseImporting},
-		{EvImportingSet, PhaseSnapshot},
-		{EvRefused, ""},
-	})
+// A refusal (bad input, or importing marks the target refused as a whole)
+// leaves nothing to undo: the move ends refused.
+func TestRefusalsNeedNoRollback(t *testing.T) {
+	for _, p := range []Phase{PhasePreflight, PhaseImporting} {
+		m := at(t, p, false)
+		run(t, m, []step{{EvRefused, PhaseFailed}})
+		if m.Result() != ResultRefused || m.Cause() == nil {
+			t.Fatalf("refused in %s: result %q, cause %v", p, m.Result(), m.Cause())
+		}
+	}
 }
 
 func TestFailuresRollBack(t *testing.T) {
-	for _, at := range []Phase{PhaseImporting, PhaseSnapshot, PhaseCatchUp, PhaseCutover} {
-		m := NewMachine(3)
-		for m.Phase != at {
-			ev := map[Phase]Event{PhasePreflight: EvPreflightPassed, PhaseImporting: EvImportingSet, PhaseSnapshot: EvSnapshotApplied, PhaseCatchUp: EvLagLow}[m.Phase]
-			if _, err := m.Step(ev, nil); err != nil {
-				t.Fatal(err)
-			}
+	for _, p := range []Phase{PhaseImporting, PhaseSnapshot, PhaseCatchUp, PhaseCutover} {
+		m := at(t, p, false)
+		run(t, m, []step{{EvFailed, PhaseRollback}, {EvRolledBack, PhaseFailed}})
+		if m.Result() != ResultRolledBack {
+			t.Fatalf("failed in %s: result %q", p, m.Result())
 		}
-		run(t, m, []step{{EvFailed, PhaseRollback}, {EvLagLow, ""}, {EvRolledBack, PhaseFailed}})
 	}
 }
 
-func TestCancelRollsBackToCancelled(t *testing.T) {
-	run(t, NewMachine(3), []step{
-		{EvPreflightPassed, PhaseImporting},
-		{EvImportingSet, PhaseSnapshot},
-		{EvCancel, PhaseRollback},
-		{EvRolledBack, PhaseCancelled},
-	})
+// Cancel at every phase: before any change it ends cancelled at once;
+// with changes to undo, after the rollback; once the source released the
+// slots (and during a rollback already under way) it is refused and the
+// move goes on.
+func TestCancelAtEveryPhase(t *testing.T) {
+	for _, c := range []struct {
+		at       Phase
+		released bool
+		want     Phase // right after the cancel
+		end      Phase // after the rollback, if any
+		err      error
+	}{
+		{PhasePreflight, false, PhaseCancelled, PhaseCancelled, nil},
+		{PhaseImporting, false, PhaseRollback, PhaseCancelled, nil},
+		{PhaseSnapshot, false, PhaseRollback, PhaseCancelled, nil},
+		{PhaseCatchUp, false, PhaseRollback, PhaseCancelled, nil},
+		{PhaseCutover, false, PhaseRollback, PhaseCancelled, nil},
+		{PhaseCutover, true, PhaseCutover, PhaseCutover, ErrTooLate},
+		{PhaseCleanup, true, PhaseCleanup, PhaseCleanup, ErrTooLate},
+	} {
+		m := at(t, c.at, c.released)
+		_, err := m.Step(EvCancel, context.Canceled)
+		if !errors.Is(err, c.err) || m.Phase() != c.want {
+			t.Errorf("cancel in %s (released %v): %v, now %s; want %v, %s", c.at, c.released, err, m.Phase(), c.err, c.want)
+			continue
+		}
+		if m.Phase() == PhaseRollback {
+			if _, err := m.Step(EvCancel, context.Canceled); !errors.Is(err, ErrRollingBack) || m.Phase() != PhaseRollback {
+				t.Errorf("second cancel in the rollback: %v, now %s", err, m.Phase())
+			}
+			run(t, m, []step{{EvRolledBack, PhaseCancelled}})
+		}
+		if m.Phase() != c.end {
+			t.Errorf("cancel in %s: ends %s, want %s", c.at, m.Phase(), c.end)
+		}
+		if c.end == PhaseCancelled && (m.Result() != ResultCancelled || !errors.Is(m.Cause(), context.Canceled)) {
+			t.Errorf("cancel in %s: result %q, cause %v", c.at, m.Result(), m.Cause())
+		}
+	}
 }
 
 func TestCutoverAttemptsRunOut(t *testing.T) {
@@ -117,29 +188,34 @@ func TestCutoverAttemptsRunOut(t *testing.T) {
 		{EvFenceMissed, PhaseRollback},
 		{EvRolledBack, PhaseFailed},
 	})
-	if m.Attempts != 2 {
-		t.Fatalf("attempts %d", m.Attempts)
+	if m.Attempts() != 2 || m.Result() != ResultRolledBack {
+		t.Fatalf("attempts %d, result %q", m.Attempts(), m.Result())
 	}
 }
 
 func TestFailureAfterReleaseIsStuck(t *testing.T) {
-	run(t, NewMachine(1), []step{
-		{EvPreflightPassed, PhaseImporting},
-		{EvImportingSet, PhaseSnapshot},
-		{EvSnapshotApplied, PhaseCatchUp},
-		{EvLagLow, PhaseCutover},
-		{EvSourceReleased, PhaseCutover},
-		{EvFenceMissed, ""},
-		{EvFailed, PhaseStuck},
-	})
+	m := at(t, PhaseCutover, true)
+	run(t, m, []step{{EvFailed, PhaseStuck}})
+	if m.Result() != ResultStuck || m.Switched() {
+		t.Fatalf("result %q, switched %v", m.Result(), m.Switched())
+	}
+	m = at(t, PhaseCleanup, true)
+	run(t, m, []step{{EvFailed, PhaseStuck}})
+	if !m.Switched() {
+		t.Fatal("a failure in the cleanup forgot the switch")
+	}
 }
 
 func TestFailedRollbackIsStuck(t *testing.T) {
-	run(t, NewMachine(1), []step{
+	m := NewMachine(1)
+	run(t, m, []step{
 		{EvPreflightPassed, PhaseImporting},
 		{EvFailed, PhaseRollback},
 		{EvFailed, PhaseStuck},
 	})
+	if !strings.Contains(m.Cause().Error(), "rollback failed") {
+		t.Fatalf("cause %v", m.Cause())
+	}
 }
 
 func TestCaughtUp(t *testing.T) {

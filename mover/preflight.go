@@ -2,7 +2,6 @@ package mover
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -186,12 +185,6 @@ func noKeysOnTarget(ctx context.Context, target *redis.Client, set *slots.Set) e
 		return refuse("target %s already holds %d keys in slots %s", target.Options().Addr, total, busy.String())
 	}
 	return nil
-}
-
-// isInput reports whether err is a refusal of the request.
-func isInput(err error) bool {
-	var ie *InputError
-	return errors.As(err, &ie)
 }
 
 // sameFunctions refuses a move from a source whose function libraries the

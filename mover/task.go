@@ -36,7 +36,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	t.log = opts.Logger.With("task", opts.TaskID, "slots", opts.Slots.String())
 	t.sum = Summary{TaskID: opts.TaskID, Source: opts.Source.Addr, Target: opts.Target.Addr, Slots: opts.Slots.String()}
 	err := t.run(ctx)
-	return t.finish(err), err
+	return t.finish(), err
 }
 
 type task struct {
@@ -46,6 +46,8 @@ type task struct {
 	sum   Summary
 	start time.Time
 	p     *participants
+
+	copy *copying // while the snapshot, catch-up and cutover run
 
 	mu   sync.Mutex // guards link and app for progress reports
 	link *stream.Link
@@ -58,12 +60,15 @@ type task struct {
 	appAddr                               string // the applier's address, as the target knows it
 }
 
-// step reports an event to the machine and logs the transition.
+// step reports an event to the machine and logs the transition. A refused
+// transition fails the move (see Machine.Step), and is logged as the bug
+// it is.
 func (t *task) step(ev Event, cause error) {
 	tr, err := t.m.Step(ev, cause)
-	if err != nil {
-		// A runner bug, not a runtime fault: log it loudly, keep the phase.
-		t.log.Error("refused transition", "event", ev, "phase", t.m.Phase, "error", err)
+	if errors.Is(err, ErrRefusedTransition) {
+		t.log.Error("refused transition: the move fails", "event", ev, "from", tr.From, "to", tr.To, "error", err)
+	} else if err != nil {
+		t.log.Warn("event ignored", "event", ev, "phase", t.m.Phase(), "error", err)
 		return
 	}
 	attrs := []any{"from", tr.From, "to", tr.To, "event", ev}
@@ -81,89 +86,113 @@ func (t *task) step(ev Event, cause error) {
 	t.log.Info("transition", attrs...)
 }
 
+// run drives the machine: the handler of the current phase does its work
+// and reports one event, until the machine says the move is over. It
+// returns nil if the slots moved, else the machine's cause.
 func (t *task) run(ctx context.Context) error {
-	p, err := preflight(ctx, t.opts)
-	if err != nil {
-		return t.fail(err)
+	handlers := map[Phase]func(context.Context) (Event, error){
+		PhasePreflight: t.preflight,
+		PhaseImporting: t.importing,
+		PhaseSnapshot:  t.snapshot,
+		PhaseCatchUp:   t.catchUp,
+		PhaseCutover:   t.cutover,
+		PhaseCleanup:   t.cleanup,
+		PhaseRollback:  t.rollBack,
 	}
-	t.p = p
-	defer p.close()
-	// Evictions answer no error: the target's own count is the only proof
-	// that none of the copied keys went.
-	if t.evictedBefore, err = evictions(ctx, p.target); err != nil {
-		return t.fail(fmt.Errorf("target %s: %w", t.opts.Target.Addr, err))
+	defer func() {
+		t.stopCopy()
+		if t.p != nil {
+			t.p.close()
+		}
+	}()
+	for !t.m.Phase().Terminal() {
+		ev, cause := handlers[t.m.Phase()](ctx)
+		if ev == "" {
+			ev, cause = t.failure(ctx, cause)
+		}
+		t.step(ev, cause)
 	}
-	t.step(EvPreflightPassed, nil)
-
-	if err := t.setImporting(ctx); err != nil {
-		return t.fail(err)
-	}
-	t.step(EvImportingSet, nil)
-
-	if err := t.copyAndSwitch(ctx); err != nil {
-		return t.fail(err)
-	}
-
-	t.sum.SwitchMS = time.Since(t.start).Milliseconds()
-	// The source's copies go only once the target's replicas hold the keys.
-	if n, err := cutover.WaitReplicas(ctx, p.target, t.opts.ReplicaWait); err != nil {
-		return t.fail(fmt.Errorf("cleanup postponed, the source keeps its copies (slotmover fix removes them later): %w", err))
-	} else if n > 0 {
-		t.log.Info("the target's replicas have every moved key", "replicas", n, "waited_ms", time.Since(t.start).Milliseconds()-t.sum.SwitchMS)
-	}
-	cleanupStart := time.Now()
-	removed, err := cutover.Cleanup(ctx, p.source, p.targetID, t.opts.Slots, t.opts.Cleanup)
-	t.sum.CleanupMS = time.Since(cleanupStart).Milliseconds()
-	t.sum.OrphansRemoved = removed
-	switch {
-	case errors.Is(err, cutover.ErrNowReplica):
-		t.log.Warn("source turned into a replica after losing its last slots; it resyncs from its new master and keeps no orphans", "removed", removed)
-	case err != nil:
-		return t.fail(fmt.Errorf("cleanup of orphaned keys on the source: %w", err))
-	}
-	t.step(EvCleanupDone, nil)
-	return nil
+	return t.m.Cause()
 }
 
-// fail moves the machine to rollback (or stuck) and performs the rollback.
-func (t *task) fail(err error) error {
-	ev := EvFailed
+// failure names the event of a handler's error: a cancel, a refusal
+// before anything changed, or a failure (named after an eviction on the
+// target when there was one: an evicted key makes later commands fail in
+// odd ways, such as a replay whose temporary key went).
+func (t *task) failure(ctx context.Context, err error) (Event, error) {
 	var refused *InputError
 	switch {
-	case errors.Is(err, context.Canceled):
-		ev = EvCancel
-	case errors.As(err, &refused) && t.m.Phase == PhaseImporting:
-		ev = EvRefused
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil && !t.m.Released():
+		return EvCancel, err
+	case errors.As(err, &refused) && (t.m.Phase() == PhasePreflight || t.m.Phase() == PhaseImporting):
+		return EvRefused, err
 	}
 	if t.p != nil && !errors.Is(err, ErrTargetEvicted) {
-		// An evicted key makes later commands fail in odd ways (a replay
-		// whose temporary key went): name the cause.
 		ectx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if everr := noNewEvictions(ectx, t.p.target, t.evictedBefore); errors.Is(everr, ErrTargetEvicted) {
 			err = fmt.Errorf("%w; then: %w", everr, err)
 		}
 		cancel()
 	}
-	if t.m.Phase != PhaseRollback {
-		if ev == EvCancel && t.m.Released {
-			ev = EvFailed // too late to cancel: the failure is what it is
-		}
-		t.step(ev, err)
+	return EvFailed, err
+}
+
+// preflight checks everything the move needs before anything is changed.
+func (t *task) preflight(ctx context.Context) (Event, error) {
+	p, err := preflight(ctx, t.opts)
+	if err != nil {
+		return "", err
 	}
-	if t.m.Phase != PhaseRollback {
-		return err
+	t.p = p
+	// Evictions answer no error: the target's own count is the only proof
+	// that none of the copied keys went.
+	if t.evictedBefore, err = evictions(ctx, p.target); err != nil {
+		return "", fmt.Errorf("target %s: %w", t.opts.Target.Addr, err)
 	}
-	// The rollback must run even when ctx was cancelled.
+	return EvPreflightPassed, nil
+}
+
+func (t *task) importing(ctx context.Context) (Event, error) {
+	if err := t.setImporting(ctx); err != nil {
+		return "", err
+	}
+	return EvImportingSet, nil
+}
+
+// cleanup removes the source's copies of the moved keys, once the target's
+// replicas hold them.
+func (t *task) cleanup(ctx context.Context) (Event, error) {
+	t.stopCopy()
+	t.sum.SwitchMS = time.Since(t.start).Milliseconds()
+	if n, err := cutover.WaitReplicas(ctx, t.p.target, t.opts.ReplicaWait); err != nil {
+		return "", fmt.Errorf("cleanup postponed, the source keeps its copies (slotmover fix removes them later): %w", err)
+	} else if n > 0 {
+		t.log.Info("the target's replicas have every moved key", "replicas", n, "waited_ms", time.Since(t.start).Milliseconds()-t.sum.SwitchMS)
+	}
+	cleanupStart := time.Now()
+	removed, err := cutover.Cleanup(ctx, t.p.source, t.p.targetID, t.opts.Slots, t.opts.Cleanup)
+	t.sum.CleanupMS = time.Since(cleanupStart).Milliseconds()
+	t.sum.OrphansRemoved = removed
+	switch {
+	case errors.Is(err, cutover.ErrNowReplica):
+		t.log.Warn("source turned into a replica after losing its last slots; it resyncs from its new master and keeps no orphans", "removed", removed)
+	case err != nil:
+		return "", fmt.Errorf("cleanup of orphaned keys on the source: %w", err)
+	}
+	return EvCleanupDone, nil
+}
+
+// rollBack undoes the target side, even when ctx was cancelled.
+func (t *task) rollBack(context.Context) (Event, error) {
+	t.stopCopy()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	removed, rerr := t.rollback(ctx)
-	if rerr != nil {
-		t.step(EvFailed, rerr)
-		return fmt.Errorf("%w; rollback failed: %w", err, rerr)
+	removed, err := t.rollback(ctx)
+	if err != nil {
+		return EvFailed, err
 	}
 	t.log.Info("rolled back: target purged and its slots stable", "keys_removed", removed)
-	t.step(EvRolledBack, nil)
-	return err
+	return EvRolledBack, nil
 }
 
 // rollback removes the move's keys from the target and clears its marks.
@@ -288,9 +317,25 @@ end
 for i = 2, #ARGV do redis.call('CLUSTER', 'SETSLOT', ARGV[i], 'IMPORTING', ARGV[1]) end
 return #ARGV - 1`)
 
-// copyAndSwitch runs the snapshot and catch-up phases and the cutover
-// attempts. It returns nil once ownership has switched.
-func (t *task) copyAndSwitch(ctx context.Context) error {
+// copying is what the snapshot, catch-up and cutover phases share: the
+// replica link, the applier, and the feeder between them, which runs from
+// the start of the snapshot until stopCopy.
+type copying struct {
+	link     *stream.Link
+	f        *feeder
+	snapDone chan struct{}
+	feedErr  chan error
+	stop     context.CancelFunc
+	wg       sync.WaitGroup
+	// catchupStart is when the snapshot was applied; lagTick paces the
+	// looks at the lag (a full tick between them judges its trend).
+	catchupStart time.Time
+	lagTick      *time.Ticker
+	progressTick *time.Ticker // progress reports and eviction checks
+}
+
+// startCopy opens the replica link and the applier and starts the feeder.
+func (t *task) startCopy(ctx context.Context) error {
 	targetVersion, err := targetRDBVersion(ctx, t.p.target, t.opts.Slots.Slots()[0])
 	if err != nil {
 		return err
@@ -316,29 +361,38 @@ func (t *task) copyAndSwitch(ctx context.Context) error {
 	t.mu.Unlock()
 	t.appAddr = app.LocalAddr()
 
-	feedCtx, stopFeed := context.WithCancel(ctx)
-	snapDone := make(chan struct{})
-	feedErr := make(chan error, 1)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	f := &feeder{
+	feedCtx, stop := context.WithCancel(ctx)
+	c := &copying{link: link, snapDone: make(chan struct{}), feedErr: make(chan error, 1), stop: stop,
+		lagTick: time.NewTicker(20 * time.Millisecond), progressTick: time.NewTicker(500 * time.Millisecond)}
+	c.f = &feeder{
 		task: t, link: link, app: app, keyTable: keyTable, targetVersion: targetVersion,
 		source: t.p.source, target: t.p.target, deferred: map[string]uint64{}, resyncs: map[string]*pendingResync{},
 		valueBuf: make([]byte, 0, 32), expiring: newExpiring(),
 	}
+	c.wg.Add(1)
 	go func() {
-		defer wg.Done()
-		feedErr <- f.run(feedCtx, snapDone)
+		defer c.wg.Done()
+		c.feedErr <- c.f.run(feedCtx, c.snapDone)
 	}()
-	defer func() {
-		stopFeed()
-		link.Close()
-		app.Close()
-		wg.Wait()
-		st := link.Stats()
-		t.sum.RDBBytes = st.RDBBytes
-	}()
-	return t.catchUpAndSwitch(ctx, link, f, snapDone, feedErr)
+	t.copy = c
+	return nil
+}
+
+// stopCopy stops the feeder and closes the link and the applier; a no-op
+// when they are not running.
+func (t *task) stopCopy() {
+	c := t.copy
+	if c == nil {
+		return
+	}
+	t.copy = nil
+	c.stop()
+	c.link.Close()
+	c.f.app.Close()
+	c.wg.Wait()
+	c.lagTick.Stop()
+	c.progressTick.Stop()
+	t.sum.RDBBytes = c.link.Stats().RDBBytes
 }
 
 // applied is the source offset through which the target has acknowledged
@@ -353,56 +407,53 @@ func (t *task) applied() int64 {
 	return app.Acked()
 }
 
-func (t *task) catchUpAndSwitch(ctx context.Context, link *stream.Link, f *feeder, snapDone <-chan struct{}, feedErr <-chan error) error {
+// snapshot copies the keys of the RDB; the stream is spooled meanwhile.
+func (t *task) snapshot(ctx context.Context) (Event, error) {
+	if err := t.startCopy(ctx); err != nil {
+		return "", err
+	}
+	c := t.copy
 	snapStart := time.Now()
-	var catchupStart time.Time
-	lagTick := time.NewTicker(20 * time.Millisecond)
-	defer lagTick.Stop()
-	progressTick := time.NewTicker(500 * time.Millisecond)
-	defer progressTick.Stop()
 	t.lag.Store(-1)
 	for {
 		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case err := <-feedErr:
-			if err == nil {
-				err = errors.New("replication stream ended")
-			}
-			return err
-		case <-snapDone:
-			snapDone = nil
+		case <-c.snapDone:
 			t.sum.SnapshotMS = time.Since(snapStart).Milliseconds()
-			catchupStart = time.Now()
-			t.step(EvSnapshotApplied, nil)
-			// The lag is often low already: no need to wait for a tick.
-			if done, err := t.tryCutover(ctx, link, f, catchupStart); done || err != nil {
-				return err
-			}
-			// A full tick before the next look, which judges the trend.
-			lagTick.Reset(20 * time.Millisecond)
-		case <-progressTick.C:
-			t.report()
-			if err := noNewEvictions(ctx, t.p.target, t.evictedBefore); err != nil {
-				return err
-			}
-		case <-lagTick.C:
-			if t.m.Phase != PhaseCatchUp {
-				// The source's clock is sampled all along: writes made
-				// during the snapshot are applied after it.
-				if _, _, err := t.sourceOffset(ctx); err != nil {
-					return err
-				}
-				continue
-			}
-			if waited := time.Since(catchupStart); waited > t.opts.MaxCatchUp {
-				return fmt.Errorf("no cutover after %s of catch-up: the target trails by %d bytes and %d keys wait for a resync (multi-key writes on the moving slots keep coming?)",
-					waited.Round(time.Second), t.lag.Load(), f.deferredCount.Load())
-			}
-			if done, err := t.tryCutover(ctx, link, f, catchupStart); done || err != nil {
-				return err
-			}
+			c.catchupStart = time.Now()
+			return EvSnapshotApplied, nil
+		default:
 		}
+		if _, err := t.copyWait(ctx, c.snapDone); err != nil {
+			return "", err
+		}
+		// The source's clock is sampled all along: writes made during the
+		// snapshot are applied after it.
+		if _, _, err := t.sourceOffset(ctx); err != nil {
+			return "", err
+		}
+	}
+}
+
+// copyWait waits for the next tick of the lag (ticked), snap to close
+// or a progress report (which checks the target's evictions), and returns
+// the feeder's error or ctx's if either comes first.
+func (t *task) copyWait(ctx context.Context, snap <-chan struct{}) (ticked bool, err error) {
+	c := t.copy
+	select {
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case err := <-c.feedErr:
+		if err == nil {
+			err = errors.New("replication stream ended")
+		}
+		return false, err
+	case <-c.progressTick.C:
+		t.report()
+		return false, noNewEvictions(ctx, t.p.target, t.evictedBefore)
+	case <-snap:
+		return false, nil
+	case <-c.lagTick.C:
+		return true, nil
 	}
 }
 
@@ -419,33 +470,56 @@ func caughtUp(lag, prev, maxLag int64) bool {
 	return lag <= maxLag && (lag <= lagFloor || (prev >= 0 && lag >= prev))
 }
 
-// tryCutover makes a cutover attempt once the target has caught up (see
-// caughtUp) and no resync is pending. It reports whether ownership switched.
-func (t *task) tryCutover(ctx context.Context, link *stream.Link, f *feeder, catchupStart time.Time) (bool, error) {
-	off, replid, err := t.sourceOffset(ctx)
-	if err != nil {
-		return false, err
+// catchUp applies the stream until the target has caught up (see
+// caughtUp) and no resync is pending. Right after the snapshot the lag is
+// looked at at once (it is often low already); after a missed fence, only
+// after a full tick.
+func (t *task) catchUp(ctx context.Context) (Event, error) {
+	c := t.copy
+	look := t.m.Attempts() == 0
+	for {
+		if !look {
+			// A full tick before the next look, which judges the trend.
+			c.lagTick.Reset(20 * time.Millisecond)
+			if err := t.waitTick(ctx); err != nil {
+				return "", err
+			}
+		}
+		look = false
+		if waited := time.Since(c.catchupStart); waited > t.opts.MaxCatchUp {
+			return "", fmt.Errorf("no cutover after %s of catch-up: the target trails by %d bytes and %d keys wait for a resync (multi-key writes on the moving slots keep coming?)",
+				waited.Round(time.Second), t.lag.Load(), c.f.deferredCount.Load())
+		}
+		off, replid, err := t.sourceOffset(ctx)
+		if err != nil {
+			return "", err
+		}
+		if replid != c.link.ReplID {
+			return "", fmt.Errorf("the source's replication ID changed from %s to %s (restart or failover): the stream is no longer the source's history", c.link.ReplID, replid)
+		}
+		lag := off - c.f.app.Acked()
+		prev := t.lag.Swap(lag)
+		if caughtUp(lag, prev, t.opts.MaxLag) && c.f.deferredCount.Load() == 0 && c.f.app.Gone() == 0 {
+			return EvLagLow, nil
+		}
 	}
-	if replid != link.ReplID {
-		return false, fmt.Errorf("the source's replication ID changed from %s to %s (restart or failover): the stream is no longer the source's history", link.ReplID, replid)
-	}
-	lag := off - f.app.Acked()
-	prev := t.lag.Swap(lag)
-	if !caughtUp(lag, prev, t.opts.MaxLag) || f.deferredCount.Load() > 0 || f.app.Gone() > 0 {
-		return false, nil
-	}
-	t.step(EvLagLow, nil)
-	done, err := t.cutover(ctx, f)
-	t.sum.CatchupMS = time.Since(catchupStart).Milliseconds()
-	return done, err
 }
 
-// cutover makes one attempt. It reports whether ownership switched; a missed
-// fence with attempts left is neither done nor an error.
-func (t *task) cutover(ctx context.Context, f *feeder) (bool, error) {
-	others := t.p.others
+// waitTick waits for the next tick of the lag, reporting progress meanwhile.
+func (t *task) waitTick(ctx context.Context) error {
+	for {
+		ticked, err := t.copyWait(ctx, nil)
+		if ticked || err != nil {
+			return err
+		}
+	}
+}
+
+// cutover makes one attempt at the switch (cutover.Switch).
+func (t *task) cutover(ctx context.Context) (Event, error) {
+	f := t.copy.f
 	res, err := cutover.Switch(ctx, cutover.Nodes{
-		Source: t.p.source, Target: t.p.target, SourceID: t.p.sourceID, TargetID: t.p.targetID, Others: others,
+		Source: t.p.source, Target: t.p.target, SourceID: t.p.sourceID, TargetID: t.p.targetID, Others: t.p.others,
 	}, cutover.Plan{Slots: t.opts.Slots, PauseBudget: t.opts.PauseBudget, FenceTimeout: t.opts.FenceTimeout,
 		SetSlotBlocks: t.p.setSlotBlocks, StopAfterRelease: t.opts.Faults.CrashAfterRelease},
 		func(ctx context.Context, off int64) error {
@@ -468,31 +542,29 @@ func (t *task) cutover(ctx context.Context, f *feeder) (bool, error) {
 			return nil
 		},
 		f.freeze)
-	t.sum.CutoverAttempts = t.m.Attempts
+	t.sum.CatchupMS = time.Since(t.copy.catchupStart).Milliseconds()
+	t.sum.CutoverAttempts = t.m.Attempts()
 	t.sum.PauseMS = float64(res.Pause.Microseconds()) / 1000
 	t.sum.FenceOffset, t.sum.ReleaseOffset = res.Fence, res.ReleaseOffset
 	t.sum.ReleaseRefusals += res.Refusals
-	t.log.Info("cutover attempt", "attempt", t.m.Attempts, "lag_before", t.lag.Load(), "fence", res.Fence, "release_offset", res.ReleaseOffset, "refusals", res.Refusals,
+	t.log.Info("cutover attempt", "attempt", t.m.Attempts(), "lag_before", t.lag.Load(), "fence", res.Fence, "release_offset", res.ReleaseOffset, "refusals", res.Refusals,
 		"pause", res.Pause, "fence_wait", res.FenceWait, "release", res.Release, "catch_up", res.CatchUp, "claim", res.Claim, "released", res.Released, "error", err)
 	if res.NotTold != nil {
 		t.log.Warn("masters not told of the new owner; they learn it by gossip", "error", res.NotTold)
 	}
-	if res.Released {
+	switch {
+	case res.Released:
+		// A fact the moment it happens: a failure of the claim is stuck.
 		t.step(EvSourceReleased, nil)
 		if err != nil {
-			return false, err
+			return "", err
 		}
-		t.step(EvSwitched, nil)
-		return true, nil
+		return EvSwitched, nil
+	case errors.Is(err, cutover.ErrFenceMissed):
+		return EvFenceMissed, err
+	default:
+		return "", err
 	}
-	if errors.Is(err, cutover.ErrFenceMissed) {
-		t.step(EvFenceMissed, err)
-		if t.m.Phase == PhaseRollback {
-			return false, t.m.Cause
-		}
-		return false, nil
-	}
-	return false, err
 }
 
 func (t *task) report() {
@@ -500,7 +572,7 @@ func (t *task) report() {
 		return
 	}
 	p := Progress{
-		TaskID: t.opts.TaskID, Phase: t.m.Phase,
+		TaskID: t.opts.TaskID, Phase: t.m.Phase(),
 		KeysCopied: t.keys.Load(), BytesCopied: t.bytes.Load(), BigKeys: t.bigKeys.Load(),
 		DeltaCommands: t.delta.Load(), Lag: t.lag.Load(), Elapsed: time.Since(t.start),
 	}
@@ -513,28 +585,20 @@ func (t *task) report() {
 }
 
 // finish fills the summary from the machine's final state.
-func (t *task) finish(err error) Summary {
+func (t *task) finish() Summary {
 	t.report()
 	s := &t.sum
-	s.Phase = t.m.Phase
+	s.Phase = t.m.Phase()
+	s.Result = t.m.Result()
+	s.CutoverAttempts = t.m.Attempts()
 	s.KeysResynced = t.resynced.Load()
 	s.KeysCopied, s.BytesCopied, s.BigKeys, s.DeltaCommands = t.keys.Load(), t.bytes.Load(), t.bigKeys.Load(), t.delta.Load()
 	s.TotalMS = time.Since(t.start).Milliseconds()
-	switch {
-	case err == nil:
-		s.Result = ResultMoved
-	case isInput(err):
-		s.Result = ResultRefused
-	case t.m.Phase == PhaseCancelled:
-		s.Result = ResultCancelled
-	case t.m.Phase == PhaseStuck:
-		s.Result = ResultStuck
-		s.Repair = t.repair()
-	default:
-		s.Result = ResultRolledBack
-	}
-	if err != nil {
+	if err := t.m.Cause(); err != nil {
 		s.Error = err.Error()
+	}
+	if s.Result == ResultStuck {
+		s.Repair = t.repair()
 	}
 	t.log.Info("move finished", "result", s.Result, "keys", s.KeysCopied, "pause_ms", s.PauseMS, "total_ms", s.TotalMS, "error", s.Error)
 	return *s
@@ -551,13 +615,13 @@ func (t *task) repair() []string {
 		}
 	}
 	switch {
-	case !t.m.Released:
+	case !t.m.Released():
 		out = append(out, "The source still owns the slots and was never changed. The target may still hold copied keys and IMPORTING marks:")
 		// Not redis-cli --cluster fix: it counts the target's copies as a
 		// second owner's keys and may migrate them back over newer data.
 		out = append(out, "Remove the keys of the slots on the target, then:")
 		forEach(tgt, "CLUSTER SETSLOT $s STABLE")
-	case t.m.Phase == PhaseStuck && t.sum.OrphansRemoved == 0 && !strings.Contains(t.m.Cause.Error(), "cleanup"):
+	case !t.m.Switched():
 		// Giving back is lossless (the source kept every key as of its
 		// release); claiming is not, unless the target reached the release
 		// offset, which nothing left behind proves.
