@@ -225,7 +225,7 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 	// whoever owns them: a move of the same slots that another process
 	// finished meanwhile (to another node) must not be overridden by this
 	// target's claim, which would win with a newer epoch.
-	if owned, err := sourceStillOwns(n.Source, p.Slots); err != nil || !owned {
+	if owned, err := sourceStillOwns(ctx, n.Source, p.Slots); err != nil || !owned {
 		if err == nil {
 			err = fmt.Errorf("%w (%s)", ErrNotOwner, n.Source.Options().Addr)
 		}
@@ -244,7 +244,7 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 		relOff, released, err = release(sctx, off)
 		if err != nil {
 			res.Release = time.Since(releaseStart)
-			if owned, oerr := sourceStillOwns(n.Source, p.Slots); oerr == nil && owned {
+			if owned, oerr := sourceStillOwns(sctx, n.Source, p.Slots); oerr == nil && owned {
 				return res, errors.Join(fmt.Errorf("release on source: %w", err), unpause())
 			}
 			res.Released = true
@@ -360,7 +360,7 @@ func giveBack(ctx context.Context, source *redis.Client, p Plan) error {
 	if err != nil {
 		return firstCmdErr(cmds, source, err)
 	}
-	if owned, err := sourceStillOwns(source, p.Slots); err != nil || !owned {
+	if owned, err := sourceStillOwns(ctx, source, p.Slots); err != nil || !owned {
 		return errors.Join(errors.New("the source does not own every slot after ADDSLOTS"), err)
 	}
 	return nil
@@ -633,8 +633,8 @@ end
 return {1, off}`
 
 // sourceStillOwns reports whether the source still claims every slot.
-func sourceStillOwns(c *redis.Client, set *slots.Set) (bool, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+func sourceStillOwns(ctx context.Context, c *redis.Client, set *slots.Set) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	top, err := cluster.Load(ctx, c)
 	if err != nil {

@@ -37,7 +37,6 @@ type Applier struct {
 	head     int
 	inflight int
 	acked    int64
-	sent     int64    // commands sent, for stats
 	gone     [][]byte // keys a guarded command found gone (see guardScript)
 	err      error
 
@@ -126,7 +125,6 @@ func (a *Applier) send(p pending, args [][]byte) error {
 	}
 	a.queue = append(a.queue, p)
 	a.inflight++
-	a.sent++
 	a.mu.Unlock()
 	return a.write(args)
 }
@@ -191,13 +189,6 @@ func (a *Applier) Acked() int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.acked
-}
-
-// Sent returns the number of commands sent so far.
-func (a *Applier) Sent() int64 {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.sent
 }
 
 // Err returns the first failure, if any.

@@ -83,7 +83,7 @@ func (f *feeder) run(ctx context.Context, snapDone chan<- struct{}) error {
 			}
 			return fmt.Errorf("replication stream: %w", err)
 		}
-		if err := f.applyDelta(cmd); err != nil {
+		if err := f.applyDelta(ctx, cmd); err != nil {
 			return err
 		}
 	}
@@ -253,14 +253,14 @@ func (f *feeder) replay(e *rdbparse.Entry, version int) error {
 // before the cutover, so nothing observes the steps between), multi-key
 // DEL, UNLINK, MSET and MSETNX are split per key, and the keys of any other
 // multi-key write are resynced from the source (see resync).
-func (f *feeder) applyDelta(cmd *stream.Command) error {
+func (f *feeder) applyDelta(ctx context.Context, cmd *stream.Command) error {
 	if at := f.frozenAt.Load(); at > 0 && cmd.Start >= at-1 {
 		f.app.Mark(cmd.End)
 		return nil
 	}
 	for _, k := range f.app.TakeGone() {
 		if f.deferred[string(k)] == 0 {
-			if err := f.resync(slots.ForKey(k), [][]byte{k}); err != nil {
+			if err := f.resync(ctx, slots.ForKey(k), [][]byte{k}); err != nil {
 				return err
 			}
 		}
@@ -283,7 +283,7 @@ func (f *feeder) applyDelta(cmd *stream.Command) error {
 		}
 	}
 	for i := range units {
-		if err := f.applyOne(&units[i]); err != nil {
+		if err := f.applyOne(ctx, &units[i]); err != nil {
 			return err
 		}
 	}
@@ -334,7 +334,7 @@ func (f *feeder) check(u *stream.Command) error {
 }
 
 // applyOne sends one command of the chosen slots to the target.
-func (f *feeder) applyOne(u *stream.Command) error {
+func (f *feeder) applyOne(ctx context.Context, u *stream.Command) error {
 	if u.Class != stream.ClassKeyed || !f.opts.Slots.Contains(u.Slot) {
 		return nil
 	}
@@ -390,7 +390,7 @@ func (f *feeder) applyOne(u *stream.Command) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	return f.resync(u.Slot, keys)
+	return f.resync(ctx, u.Slot, keys)
 }
 
 // send writes one command behind ASKING; label names it in errors.
@@ -429,11 +429,11 @@ type pendingResync struct {
 // slot, which nothing else uses), and every later command on them is
 // skipped until the marker comes through the stream, where the copies are
 // RESTOREd: the state the keys have there.
-func (f *feeder) resync(slot uint16, keys [][]byte) error {
+func (f *feeder) resync(ctx context.Context, slot uint16, keys [][]byte) error {
 	f.resyncSeq++
 	r := &pendingResync{id: f.resyncSeq, marker: []byte(tempKey(slot, f.opts.TaskID+":marker", 0))}
 	nonce := strconv.FormatUint(r.id, 10)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	_, err := f.source.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		r.now = p.Time(ctx)

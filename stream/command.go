@@ -53,9 +53,6 @@ func (l *Link) Commands(keys *KeyTable) *CommandReader {
 	return &CommandReader{link: l, br: bufio.NewReaderSize(l.cmds, 1<<20), keys: keys, off: l.Offset}
 }
 
-// Offset returns the replication offset up to which commands were returned.
-func (r *CommandReader) Offset() int64 { return r.off }
-
 // Next returns the next command or block. Offsets never skip a byte: each
 // Start is the previous End. A REPLCONF GETACK is answered here, after
 // everything before it was handed out, and returned as ClassNoop.

@@ -31,10 +31,6 @@ import (
 type Config struct {
 	cluster.Conn
 
-	// ListeningPort is announced with REPLCONF listening-port; the source
-	// lists it for this link in INFO replication.
-	ListeningPort int
-
 	// KeepSourceConfig leaves the source's settings alone. By default
 	// repl-diskless-sync-delay is set to 0 (the 5 s default would delay every
 	// move by that much) and rdbcompression to no for the sync, and both are
@@ -155,7 +151,8 @@ func (l *Link) handshake(ctx context.Context) (net.Conn, *bufio.Reader, error) {
 		conn.Close()
 		return nil, nil, fmt.Errorf("replica handshake with %s: %s: %w", l.cfg.Addr, what, err)
 	}
-	if _, err := step("+OK", "REPLCONF", "listening-port", strconv.Itoa(l.cfg.ListeningPort)); err != nil {
+	// Port 0: the link listens nowhere; the source lists it so in INFO.
+	if _, err := step("+OK", "REPLCONF", "listening-port", "0"); err != nil {
 		return fail("REPLCONF listening-port", err)
 	}
 	if _, err := step("+OK", "REPLCONF", "capa", "eof", "capa", "psync2"); err != nil {
