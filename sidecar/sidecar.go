@@ -1,0 +1,69 @@
+// Package sidecar is the long-running side of slotmover: next to a master,
+// it runs imports of slots into it as tasks (one per source), several at
+// once up to a limit, and answers for them on its admin port and on NATS.
+// This file holds what those front ends share: the task record and the
+// Manager they drive.
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/slotmover/slotmover/slots"
+)
+
+// States of a task, named as Redis 8.4's CLUSTER MIGRATION STATUS names them.
+const (
+	StateQueued    = "queued"    // accepted, waiting for a free slot under the task limit
+	StateRunning   = "running"   // copying, catching up or cutting over
+	StateCompleted = "completed" // moved; the source's copies cleaned up
+	StateFailed    = "failed"    // rolled back: the cluster is as it was (or stuck: see LastError)
+	StateCanceled  = "canceled"  // rolled back on request
+)
+
+// Task is one import's record: what the admin port's STATUS and the NATS
+// status reply show, and what the KV bucket keeps.
+type Task struct {
+	ID         string    `json:"id"`
+	Slots      string    `json:"slots"`  // slot spec, "0-5460,6000"
+	Source     string    `json:"source"` // the source master's node ID
+	SourceAddr string    `json:"source_addr"`
+	Dest       string    `json:"dest"` // the local master's node ID
+	DestAddr   string    `json:"dest_addr"`
+	Operation  string    `json:"operation"` // "import"
+	State      string    `json:"state"`
+	Phase      string    `json:"phase"`            // the mover's phase (preflight … cleanup, done)
+	Result     string    `json:"result,omitempty"` // the mover's result once over (moved, rolled_back, stuck…)
+	LastError  string    `json:"last_error,omitempty"`
+	Retries    int       `json:"retries"` // cutover attempts beyond the first
+	CreateTime time.Time `json:"create_time"`
+	StartTime  time.Time `json:"start_time,omitzero"`
+	EndTime    time.Time `json:"end_time,omitzero"`
+
+	WritePauseMS   float64 `json:"write_pause_ms"`
+	KeysCopied     int64   `json:"keys_copied"`
+	BytesCopied    int64   `json:"bytes_copied"`
+	LagBytes       int64   `json:"lag_bytes"`
+	OrphansRemoved int64   `json:"orphans_removed"` // cleanup progress on the source
+}
+
+// Manager runs the tasks. Import splits slots by their current owners
+// into one task per source and starts them; Status and Cancel take a task
+// ID, or "" for every task.
+type Manager interface {
+	Import(ctx context.Context, slots *slots.Set) ([]Task, error)
+	Status(id string) ([]Task, error)
+	Cancel(id string) ([]Task, error)
+}
+
+// Errors a Manager answers with, which the front ends turn into their own
+// error replies (a RESP error, a JSON error with a code).
+var (
+	ErrUnknownTask  = errors.New("no such task")
+	ErrOverlap      = errors.New("slots overlap a running task")
+	ErrOwnedHere    = errors.New("the local master owns these slots already")
+	ErrUnowned      = errors.New("no master owns these slots")
+	ErrTooManyTasks = errors.New("too many tasks")
+	ErrShuttingDown = errors.New("shutting down: no new tasks")
+)
