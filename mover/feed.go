@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,7 +26,12 @@ import (
 // of the chosen slots, then the command stream filtered to them, in order,
 // on one pipelined connection.
 type feeder struct {
-	*task
+	opts     *Options // the move's: its slots, task ID, chunking
+	log      *slog.Logger
+	sourceID string
+	stats    *copyStats   // what the task reports
+	clock    *sourceClock // the source's clock, for relative TTLs
+
 	link          *stream.Link
 	app           *Applier
 	keyTable      *stream.KeyTable
@@ -142,7 +148,7 @@ func (f *feeder) snapshot(ctx context.Context) error {
 		return err
 	}
 	others, err := verifyQuiet(before, after, func() (bool, error) {
-		return importingFrom(ctx, f.target, f.opts.Slots, f.p.sourceID)
+		return importingFrom(ctx, f.target, f.opts.Slots, f.sourceID)
 	})
 	if others > 0 {
 		f.log.Info("other clients' SETs or RESTOREs were refused on the target during the snapshot; the slots stayed importing and every error was a redirection, so none was the move's", "refused", others)
@@ -165,8 +171,8 @@ func (f *feeder) replies(on bool) error {
 // commands.
 func (f *feeder) copyEntry(e *rdbparse.Entry, version int, quiet bool) error {
 	f.expiring.track(e.Key, e.ExpireAt)
-	f.keys.Add(1)
-	f.bytes.Add(int64(len(e.Payload)))
+	f.stats.keys.Add(1)
+	f.stats.bytes.Add(int64(len(e.Payload)))
 	if e.Type == rdbparse.TypeString {
 		return f.setString(e, quiet)
 	}
@@ -218,7 +224,7 @@ func (f *feeder) replay(e *rdbparse.Entry, version int) error {
 	if err != nil {
 		return fmt.Errorf("decode %q for replay: %w", e.Key, err)
 	}
-	f.bigKeys.Add(1)
+	f.stats.bigKeys.Add(1)
 	f.bigSeq++
 	tmp := []byte(tempKey(e.Slot, f.opts.TaskID, f.bigSeq))
 	label := "replay of " + strconv.Quote(string(e.Key))
@@ -338,7 +344,7 @@ func (f *feeder) applyOne(ctx context.Context, u *stream.Command) error {
 	if u.Class != stream.ClassKeyed || !f.opts.Slots.Contains(u.Slot) {
 		return nil
 	}
-	if n := f.delta.Add(1); n == f.opts.Faults.DropDelta {
+	if n := f.stats.delta.Add(1); n == f.opts.Faults.DropDelta {
 		f.log.Warn("fault: dropping a stream command", "command", u.Name(), "offset", u.Start)
 		return nil
 	}
@@ -454,7 +460,7 @@ func (f *feeder) resync(ctx context.Context, slot uint16, keys [][]byte) error {
 	}
 	f.resyncs[nonce] = r
 	f.deferredCount.Store(int64(len(f.deferred)))
-	f.resynced.Add(int64(len(keys)))
+	f.stats.resynced.Add(int64(len(keys)))
 	return nil
 }
 
@@ -491,7 +497,7 @@ func (f *feeder) finishResync(r *pendingResync) error {
 		case err != nil:
 			return fmt.Errorf("resync of %q: DUMP on the source: %w", k, err)
 		default:
-			if v := dumpVersion(payload); v > f.targetVersion {
+			if v := rdbparse.DumpVersion(payload); v > f.targetVersion {
 				return fmt.Errorf("resync of %q: the source's RDB version %d is newer than the target's %d", k, v, f.targetVersion)
 			}
 			var at int64
@@ -507,15 +513,6 @@ func (f *feeder) finishResync(r *pendingResync) error {
 	}
 	f.deferredCount.Store(int64(len(f.deferred)))
 	return nil
-}
-
-// dumpVersion reads the RDB version from a DUMP payload's footer.
-func dumpVersion(p []byte) int {
-	if len(p) < 10 {
-		return 0
-	}
-	f := p[len(p)-10:]
-	return int(f[0]) | int(f[1])<<8
 }
 
 func describe(cmd *stream.Command) string {
@@ -547,3 +544,28 @@ var slotTags = sync.OnceValue(func() *[slots.Count]string {
 	}
 	return &tags
 })
+
+// targetRDBVersion finds the RDB version the target writes, from the footer
+// of a DUMP of a scratch key in a slot it imports: RESTORE refuses payloads
+// of a newer version, so those keys must be replayed as commands.
+func targetRDBVersion(ctx context.Context, target *redis.Client, slot uint16) (int, error) {
+	key := tempKey(slot, "rdbversion", 0)
+	var dump *redis.StringCmd
+	_, err := target.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Do(ctx, "ASKING")
+		p.Set(ctx, key, "x", 0)
+		p.Do(ctx, "ASKING")
+		dump = p.Dump(ctx, key)
+		p.Do(ctx, "ASKING")
+		p.Del(ctx, key)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("find the target's RDB version: %w", err)
+	}
+	v := rdbparse.DumpVersion([]byte(dump.Val()))
+	if v == 0 {
+		return 0, fmt.Errorf("find the target's RDB version: DUMP payload too short")
+	}
+	return v, nil
+}

@@ -53,11 +53,16 @@ type task struct {
 	link *stream.Link
 	app  *Applier
 
+	stats         copyStats
+	lag           atomic.Int64
+	clock         sourceClock
+	evictedBefore int64  // the target's evicted_keys before the move
+	appAddr       string // the applier's address, as the target knows it
+}
+
+// copyStats count what the feeder copied, for progress reports and the summary.
+type copyStats struct {
 	keys, bytes, bigKeys, delta, resynced atomic.Int64
-	lag                                   atomic.Int64
-	clock                                 sourceClock
-	evictedBefore                         int64  // the target's evicted_keys before the move
-	appAddr                               string // the applier's address, as the target knows it
 }
 
 // step reports an event to the machine and logs the transition. A refused
@@ -224,99 +229,6 @@ func (t *task) rollback(ctx context.Context) (int64, error) {
 	return removed, nil
 }
 
-// setImporting marks every chosen slot IMPORTING from the source on the
-// target, all or none: see markScript.
-func (t *task) setImporting(ctx context.Context) error {
-	if t.p.setSlotBlocks {
-		if err := t.markOneByOne(ctx); err != nil {
-			return err
-		}
-	} else {
-		args := []any{t.p.sourceID}
-		for _, s := range t.opts.Slots.Slots() {
-			args = append(args, s)
-		}
-		// EVAL, not Run: its EVALSHA would count a NOSCRIPT in the
-		// operator's error statistics on a node that has not seen it.
-		err := markScript.Eval(ctx, t.p.target, nil, args...).Err()
-		var refused redis.Error
-		if errors.As(err, &refused) && strings.Contains(err.Error(), "slotmover:") {
-			return refuse("target %s: %s", t.opts.Target.Addr, strings.TrimPrefix(err.Error(), "ERR "))
-		}
-		if err != nil {
-			return fmt.Errorf("mark the slots importing on target %s: %w", t.opts.Target.Addr, err)
-		}
-	}
-	// Another target may import the same slots (a move of them to another
-	// node started at the same moment): only each node's own view shows
-	// its marks. Whoever sees the other's marks after setting its own backs
-	// off, so at most one of the two goes on to copy.
-	for _, o := range t.p.others {
-		top, err := cluster.Load(ctx, o)
-		if err != nil {
-			return err
-		}
-		for _, s := range t.opts.Slots.Slots() {
-			if from, ok := top.Myself.Importing[s]; ok {
-				if uerr := t.clearMarks(ctx); uerr != nil {
-					return fmt.Errorf("slot %d is importing on %s too, and clearing this move's marks failed: %w", s, top.Myself.Addr, uerr)
-				}
-				return refuse("slot %d is importing on %s from %s too (another move of it under way?)", s, top.Myself.Addr, from)
-			}
-		}
-	}
-	return nil
-}
-
-// clearMarks sets the chosen slots STABLE on the target again.
-func (t *task) clearMarks(ctx context.Context) error {
-	return cutover.SetSlots(ctx, t.p.target, t.opts.Slots.Slots(), "STABLE")
-}
-
-// markOneByOne is setImporting where SETSLOT cannot run in a script: the
-// marks are checked, then set. Two moves of the same slots into this
-// target that check at the same moment could both go on; both copy the
-// same keys from the same source, and at the cutover the second finds the
-// slots gone from its source and rolls back without touching what the
-// target owns by then.
-func (t *task) markOneByOne(ctx context.Context) error {
-	top, err := cluster.Load(ctx, t.p.target)
-	if err != nil {
-		return err
-	}
-	for _, s := range t.opts.Slots.Slots() {
-		_, importing := top.Myself.Importing[s]
-		_, migrating := top.Myself.Migrating[s]
-		if importing || migrating {
-			return refuse("target %s: slot %d is migrating or importing already (another move of it under way?)", t.opts.Target.Addr, s)
-		}
-	}
-	if err := cutover.SetSlots(ctx, t.p.target, t.opts.Slots.Slots(), "IMPORTING", t.p.sourceID); err != nil {
-		return fmt.Errorf("mark the slots importing: %w", err)
-	}
-	return nil
-}
-
-// markScript sets the slots (ARGV[2…]) IMPORTING from the source
-// (ARGV[1]) unless one of them is migrating or importing already: checked
-// and set in one step, so that of two moves of the same slots that both
-// passed the preflight, one gets the slots and the other is refused with
-// nothing changed.
-var markScript = redis.NewScript(`local open = {}
-for line in string.gmatch(redis.call('CLUSTER', 'NODES'), '[^\n]+') do
-  local flags = string.match(line, '^%S+ %S+ (%S+)')
-  if flags and string.find(',' .. flags .. ',', ',myself,', 1, true) then
-    for slot in string.gmatch(line, '%[(%d+)%-[<>]%-') do open[slot] = true end
-  end
-end
-for i = 2, #ARGV do
-  if open[ARGV[i]] then
-    return redis.error_reply('slotmover: slot ' .. ARGV[i] .. ' is migrating or importing already (another move of it under way?)')
-  end
-end
-for i = 2, #ARGV do redis.call('CLUSTER', 'SETSLOT', ARGV[i], 'IMPORTING', ARGV[1]) end
-return #ARGV - 1`)
-
 // copying is what the snapshot, catch-up and cutover phases share: the
 // replica link, the applier, and the feeder between them, which runs from
 // the start of the snapshot until stopCopy.
@@ -365,7 +277,8 @@ func (t *task) startCopy(ctx context.Context) error {
 	c := &copying{link: link, snapDone: make(chan struct{}), feedErr: make(chan error, 1), stop: stop,
 		lagTick: time.NewTicker(20 * time.Millisecond), progressTick: time.NewTicker(500 * time.Millisecond)}
 	c.f = &feeder{
-		task: t, link: link, app: app, keyTable: keyTable, targetVersion: targetVersion,
+		opts: &t.opts, log: t.log, sourceID: t.p.sourceID, stats: &t.stats, clock: &t.clock,
+		link: link, app: app, keyTable: keyTable, targetVersion: targetVersion,
 		source: t.p.source, target: t.p.target, deferred: map[string]uint64{}, resyncs: map[string]*pendingResync{},
 		valueBuf: make([]byte, 0, 32), expiring: newExpiring(),
 	}
@@ -573,8 +486,8 @@ func (t *task) report() {
 	}
 	p := Progress{
 		TaskID: t.opts.TaskID, Phase: t.m.Phase(),
-		KeysCopied: t.keys.Load(), BytesCopied: t.bytes.Load(), BigKeys: t.bigKeys.Load(),
-		DeltaCommands: t.delta.Load(), Lag: t.lag.Load(), Elapsed: time.Since(t.start),
+		KeysCopied: t.stats.keys.Load(), BytesCopied: t.stats.bytes.Load(), BigKeys: t.stats.bigKeys.Load(),
+		DeltaCommands: t.stats.delta.Load(), Lag: t.lag.Load(), Elapsed: time.Since(t.start),
 	}
 	t.mu.Lock()
 	if t.link != nil {
@@ -591,8 +504,8 @@ func (t *task) finish() Summary {
 	s.Phase = t.m.Phase()
 	s.Result = t.m.Result()
 	s.CutoverAttempts = t.m.Attempts()
-	s.KeysResynced = t.resynced.Load()
-	s.KeysCopied, s.BytesCopied, s.BigKeys, s.DeltaCommands = t.keys.Load(), t.bytes.Load(), t.bigKeys.Load(), t.delta.Load()
+	s.KeysResynced = t.stats.resynced.Load()
+	s.KeysCopied, s.BytesCopied, s.BigKeys, s.DeltaCommands = t.stats.keys.Load(), t.stats.bytes.Load(), t.stats.bigKeys.Load(), t.stats.delta.Load()
 	s.TotalMS = time.Since(t.start).Milliseconds()
 	if err := t.m.Cause(); err != nil {
 		s.Error = err.Error()
@@ -668,29 +581,4 @@ func (t *task) sourceOffset(ctx context.Context) (int64, string, error) {
 	}
 	t.clock.add(off, timeCmd.Val().UnixMilli(), time.Now())
 	return off, f["master_replid"], nil
-}
-
-// targetRDBVersion finds the RDB version the target writes, from the footer
-// of a DUMP of a scratch key in a slot it imports: RESTORE refuses payloads
-// of a newer version, so those keys must be replayed as commands.
-func targetRDBVersion(ctx context.Context, target *redis.Client, slot uint16) (int, error) {
-	key := tempKey(slot, "rdbversion", 0)
-	var dump *redis.StringCmd
-	_, err := target.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.Do(ctx, "ASKING")
-		p.Set(ctx, key, "x", 0)
-		p.Do(ctx, "ASKING")
-		dump = p.Dump(ctx, key)
-		p.Do(ctx, "ASKING")
-		p.Del(ctx, key)
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("find the target's RDB version: %w", err)
-	}
-	v := dumpVersion([]byte(dump.Val()))
-	if v == 0 {
-		return 0, fmt.Errorf("find the target's RDB version: DUMP payload too short")
-	}
-	return v, nil
 }

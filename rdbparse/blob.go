@@ -571,3 +571,13 @@ func zipmapWalk(b []byte, f func(field, value []byte) error) error {
 		}
 	}
 }
+
+// DumpVersion reads the RDB version from a DUMP payload's footer (two
+// bytes of version, then eight of CRC); 0 if the payload is too short.
+func DumpVersion(p []byte) int {
+	if len(p) < 10 {
+		return 0
+	}
+	f := p[len(p)-10:]
+	return int(f[0]) | int(f[1])<<8
+}
