@@ -25,8 +25,23 @@ import (
 // Run moves opts.Slots from opts.Source to opts.Target. It returns the
 // summary and, unless the slots moved, an error: an *InputError for a
 // refusal (nothing changed), or the cause of a failure, after rollback.
-// Cancelling ctx before the source released the slots rolls the move back.
+// Cancelling ctx before the source released the slots rolls the move back;
+// after, it stops the cleanup (the move ends stuck, for fix).
 func Run(ctx context.Context, opts Options) (Summary, error) {
+	return Start(ctx, opts).Wait()
+}
+
+// Move is a move under way, started by Start.
+type Move struct {
+	t      *task
+	cancel context.CancelFunc
+	done   chan struct{}
+	sum    Summary
+	err    error
+}
+
+// Start starts a move (see Run) and returns at once.
+func Start(ctx context.Context, opts Options) *Move {
 	opts.defaults()
 	t := &task{
 		opts:  opts,
@@ -35,14 +50,48 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	}
 	t.log = opts.Logger.With("task", opts.TaskID, "slots", opts.Slots.String())
 	t.sum = Summary{TaskID: opts.TaskID, Source: opts.Source.Addr, Target: opts.Target.Addr, Slots: opts.Slots.String()}
-	err := t.run(ctx)
-	return t.finish(), err
+	cctx, cancel := context.WithCancel(ctx)
+	mv := &Move{t: t, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(mv.done)
+		defer cancel()
+		mv.err = t.run(ctx, cctx)
+		mv.sum = t.finish()
+	}()
+	return mv
 }
 
+// TaskID names the move.
+func (mv *Move) TaskID() string { return mv.t.opts.TaskID }
+
+// Cancel asks the move to stop and roll back. Once the source has released
+// the slots the move only goes forward: Cancel then changes nothing and
+// returns ErrTooLate. A cancel that races the release may still see the
+// move complete.
+func (mv *Move) Cancel() error {
+	mv.t.machineMu.Lock()
+	defer mv.t.machineMu.Unlock()
+	if mv.t.m.Released() {
+		return ErrTooLate
+	}
+	mv.cancel()
+	return nil
+}
+
+// Wait waits for the end of the move and returns what Run returns.
+func (mv *Move) Wait() (Summary, error) {
+	<-mv.done
+	return mv.sum, mv.err
+}
+
+// Done is closed when the move is over.
+func (mv *Move) Done() <-chan struct{} { return mv.done }
+
 type task struct {
-	opts  Options
-	log   *slog.Logger
-	m     *Machine
+	opts      Options
+	log       *slog.Logger
+	machineMu sync.Mutex // guards m against Move.Cancel; only run's goroutine changes it
+	m         *Machine
 	sum   Summary
 	start time.Time
 	p     *participants
@@ -69,7 +118,9 @@ type copyStats struct {
 // transition fails the move (see Machine.Step), and is logged as the bug
 // it is.
 func (t *task) step(ev Event, cause error) {
+	t.machineMu.Lock()
 	tr, err := t.m.Step(ev, cause)
+	t.machineMu.Unlock()
 	if errors.Is(err, ErrRefusedTransition) {
 		t.log.Error("refused transition: the move fails", "event", ev, "from", tr.From, "to", tr.To, "error", err)
 	} else if err != nil {
@@ -89,12 +140,14 @@ func (t *task) step(ev Event, cause error) {
 		attrs = append(attrs, "cause", cause)
 	}
 	t.log.Info("transition", attrs...)
+	t.report()
 }
 
 // run drives the machine: the handler of the current phase does its work
 // and reports one event, until the machine says the move is over. It
-// returns nil if the slots moved, else the machine's cause.
-func (t *task) run(ctx context.Context) error {
+// returns nil if the slots moved, else the machine's cause. The phases up
+// to the cutover run on cancellable (Move.Cancel); the cleanup only on ctx.
+func (t *task) run(ctx, cancellable context.Context) error {
 	handlers := map[Phase]func(context.Context) (Event, error){
 		PhasePreflight: t.preflight,
 		PhaseImporting: t.importing,
@@ -111,9 +164,13 @@ func (t *task) run(ctx context.Context) error {
 		}
 	}()
 	for !t.m.Phase().Terminal() {
-		ev, cause := handlers[t.m.Phase()](ctx)
+		hctx := cancellable
+		if t.m.Phase() == PhaseCleanup {
+			hctx = ctx
+		}
+		ev, cause := handlers[t.m.Phase()](hctx)
 		if ev == "" {
-			ev, cause = t.failure(ctx, cause)
+			ev, cause = t.failure(hctx, cause)
 		}
 		t.step(ev, cause)
 	}
@@ -499,7 +556,6 @@ func (t *task) report() {
 
 // finish fills the summary from the machine's final state.
 func (t *task) finish() Summary {
-	t.report()
 	s := &t.sum
 	s.Phase = t.m.Phase()
 	s.Result = t.m.Result()

@@ -1,0 +1,92 @@
+package mover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/slots"
+	"github.com/slotmover/slotmover/tests/harness"
+)
+
+// A move cancelled as its snapshot begins rolls back: it ends cancelled,
+// the target holds nothing of the slots and has no marks, the source owns
+// them. A cancel once the source released the slots changes nothing: the
+// move ends moved.
+func TestMoveCancel(t *testing.T) {
+	for _, c := range []struct {
+		at      Phase
+		wantErr error
+		result  string
+	}{
+		{PhaseSnapshot, nil, ResultCancelled},
+		{PhaseCleanup, ErrTooLate, ResultMoved},
+	} {
+		t.Run(string(c.at), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cl := harness.ClusterT(t, []string{"0-8191", "8192-16383", ""}, localcluster.Options{})
+			source, target := cl.Nodes[0].Client(), cl.Nodes[2].Client()
+			defer source.Close()
+			defer target.Close()
+			set := slots.NewSet(slots.Range{Start: 0, End: 99})
+			for i := range 2000 {
+				if err := source.Set(ctx, fmt.Sprintf("{%s}:k%d", slotTags()[i%100], i), i, 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var mv *Move
+			cancelErr := make(chan error, 1)
+			opts := Options{
+				Source: Conn{Addr: cl.Nodes[0].Addr}, Target: Conn{Addr: cl.Nodes[2].Addr}, Slots: set,
+				Progress: func(p Progress) {
+					if p.Phase == c.at && len(cancelErr) == 0 {
+						cancelErr <- mv.Cancel()
+					}
+				},
+			}
+			mv = Start(ctx, opts)
+			sum, err := mv.Wait()
+			select {
+			case cerr := <-cancelErr:
+				if !errors.Is(cerr, c.wantErr) {
+					t.Fatalf("Cancel in %s: %v, want %v", c.at, cerr, c.wantErr)
+				}
+			default:
+				t.Fatalf("the move never reported phase %s (ended %s: %v)", c.at, sum.Result, err)
+			}
+			if sum.Result != c.result {
+				t.Fatalf("cancel in %s: result %s (%v), want %s", c.at, sum.Result, err, c.result)
+			}
+			owner := cl.IDs[0]
+			if c.result == ResultMoved {
+				owner = cl.IDs[2]
+			}
+			if err := cl.WaitOwner(ctx, set, owner, 10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if c.result == ResultCancelled {
+				counts, err := cluster.CountKeys(ctx, target, set.Slots())
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, n := range counts {
+					if n != 0 {
+						t.Fatalf("the cancelled move left %d keys of slot %d on the target", n, i)
+					}
+				}
+				top, err := cluster.Load(ctx, target)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(top.Myself.Importing) != 0 {
+					t.Fatalf("the cancelled move left %d importing marks on the target", len(top.Myself.Importing))
+				}
+			}
+		})
+	}
+}
