@@ -92,9 +92,9 @@ type task struct {
 	log       *slog.Logger
 	machineMu sync.Mutex // guards m against Move.Cancel; only run's goroutine changes it
 	m         *Machine
-	sum   Summary
-	start time.Time
-	p     *participants
+	sum       Summary
+	start     time.Time
+	p         *participants
 
 	copy *copying // while the snapshot, catch-up and cutover run
 
