@@ -15,7 +15,6 @@ import (
 
 // States of a task, named as Redis 8.4's CLUSTER MIGRATION STATUS names them.
 const (
-	StateQueued    = "queued"    // accepted, waiting for a free slot under the task limit
 	StateRunning   = "running"   // copying, catching up or cutting over
 	StateCompleted = "completed" // moved; the source's copies cleaned up
 	StateFailed    = "failed"    // rolled back: the cluster is as it was (or stuck: see LastError)

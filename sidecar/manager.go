@@ -1,0 +1,287 @@
+package sidecar
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/mover"
+	"github.com/slotmover/slotmover/slots"
+)
+
+// Config configures a Local manager.
+type Config struct {
+	Node     cluster.Conn // the local master, into which every task imports
+	MaxTasks int          // tasks running at once; more are refused
+	// Move holds the tunables of every move; Source, Target, Slots,
+	// TaskID, Progress and Logger are set per task.
+	Move   mover.Options
+	Logger *slog.Logger
+	// OnChange is called with a copy of a task's record whenever it
+	// changes (phase, progress, end), from the task's goroutine: for
+	// events, metrics and the KV bucket. It must not block for long.
+	OnChange func(Task)
+}
+
+// Local is the Manager of one sidecar: it runs imports into the local
+// master with the mover, one task per source.
+type Local struct {
+	cfg  Config
+	log  *slog.Logger
+	base context.Context // the tasks' context; stop ends their cleanups at shutdown
+	stop context.CancelFunc
+
+	mu      sync.Mutex
+	tasks   map[string]*entry
+	order   []string // task IDs, oldest first
+	closing bool
+	wg      sync.WaitGroup // one per task goroutine
+}
+
+type entry struct {
+	rec  Task
+	set  *slots.Set
+	move *mover.Move
+}
+
+// New returns a manager with no tasks.
+func New(cfg Config) *Local {
+	if cfg.MaxTasks < 1 {
+		cfg.MaxTasks = 1
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	base, stop := context.WithCancel(context.Background())
+	return &Local{cfg: cfg, log: cfg.Logger, base: base, stop: stop, tasks: map[string]*entry{}}
+}
+
+// Import starts one task per current owner of set's slots, all or none:
+// slots the local master owns, that no master owns, or that a running
+// task moves already, and more tasks than the limit allows, refuse the
+// whole request with nothing started.
+func (l *Local) Import(ctx context.Context, set *slots.Set) ([]Task, error) {
+	if set == nil || set.Len() == 0 {
+		return nil, errors.New("no slots given")
+	}
+	node := l.cfg.Node.Client()
+	top, err := cluster.Load(ctx, node)
+	node.Close()
+	if err != nil {
+		return nil, fmt.Errorf("read the cluster from %s: %w", l.cfg.Node.Addr, err)
+	}
+	if !top.Myself.Master() {
+		return nil, fmt.Errorf("%s is not a master", l.cfg.Node.Addr)
+	}
+	bySource := map[string]*slots.Set{}
+	ownedHere, unowned := slots.NewSet(), slots.NewSet()
+	for _, s := range set.Slots() {
+		switch o := top.Owner(s); {
+		case o == nil:
+			unowned.Add(s)
+		case o.ID == top.Myself.ID:
+			ownedHere.Add(s)
+		default:
+			if bySource[o.ID] == nil {
+				bySource[o.ID] = slots.NewSet()
+			}
+			bySource[o.ID].Add(s)
+		}
+	}
+	if ownedHere.Len() > 0 {
+		return nil, fmt.Errorf("%w: slots %s", ErrOwnedHere, ownedHere)
+	}
+	if unowned.Len() > 0 {
+		return nil, fmt.Errorf("%w: slots %s", ErrUnowned, unowned)
+	}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closing {
+		return nil, ErrShuttingDown
+	}
+	active := 0
+	for _, id := range l.order {
+		e := l.tasks[id]
+		if e.rec.State != StateRunning {
+			continue
+		}
+		active++
+		if overlap := intersect(e.set, set); overlap.Len() > 0 {
+			return nil, fmt.Errorf("%w: slots %s are moved by task %s", ErrOverlap, overlap, id)
+		}
+	}
+	if active+len(bySource) > l.cfg.MaxTasks {
+		return nil, fmt.Errorf("%w: %d running, %d more asked, at most %d at once", ErrTooManyTasks, active, len(bySource), l.cfg.MaxTasks)
+	}
+	var started []Task
+	for _, src := range slices.Sorted(maps.Keys(bySource)) {
+		n := top.ByID(src)
+		e := &entry{set: bySource[src], rec: Task{
+			ID: newID(), Slots: bySource[src].String(), Source: src, SourceAddr: n.Addr,
+			Dest: top.Myself.ID, DestAddr: l.cfg.Node.Addr, Operation: "import",
+			State: StateRunning, Phase: string(mover.PhasePreflight), CreateTime: time.Now(),
+		}}
+		e.rec.StartTime = e.rec.CreateTime
+		l.start(e, n.Addr)
+		started = append(started, e.rec)
+	}
+	return started, nil
+}
+
+// start runs e's move; l.mu is held.
+func (l *Local) start(e *entry, sourceAddr string) {
+	opts := l.cfg.Move
+	opts.Source = l.cfg.Node.With(sourceAddr)
+	opts.Target = l.cfg.Node
+	opts.Slots = e.set
+	opts.TaskID = e.rec.ID
+	opts.Logger = l.log
+	opts.Progress = func(p mover.Progress) {
+		l.update(e.rec.ID, func(t *Task) {
+			t.Phase = string(p.Phase)
+			t.KeysCopied, t.BytesCopied, t.LagBytes = p.KeysCopied, p.BytesCopied, max(p.Lag, 0)
+		})
+	}
+	l.tasks[e.rec.ID] = e
+	l.order = append(l.order, e.rec.ID)
+	e.move = mover.Start(l.base, opts)
+	l.log.Info("task started", "task", e.rec.ID, "slots", e.rec.Slots, "source", sourceAddr)
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		sum, err := e.move.Wait()
+		l.update(e.rec.ID, func(t *Task) {
+			t.EndTime = time.Now()
+			t.Phase, t.Result = string(sum.Phase), sum.Result
+			t.WritePauseMS, t.Retries = sum.PauseMS, max(sum.CutoverAttempts-1, 0)
+			t.KeysCopied, t.BytesCopied, t.OrphansRemoved = sum.KeysCopied, sum.BytesCopied, sum.OrphansRemoved
+			switch sum.Result {
+			case mover.ResultMoved:
+				t.State = StateCompleted
+			case mover.ResultCancelled:
+				t.State = StateCanceled
+			default:
+				t.State = StateFailed
+			}
+			if err != nil {
+				t.LastError = err.Error()
+			}
+		})
+		l.log.Info("task ended", "task", e.rec.ID, "result", sum.Result, "error", err)
+	}()
+}
+
+// update changes a task's record and reports the new record.
+func (l *Local) update(id string, change func(*Task)) {
+	l.mu.Lock()
+	e := l.tasks[id]
+	change(&e.rec)
+	rec := e.rec
+	l.mu.Unlock()
+	if l.cfg.OnChange != nil {
+		l.cfg.OnChange(rec)
+	}
+}
+
+// Status returns the task with that ID, or every task (oldest first) for "".
+func (l *Local) Status(id string) ([]Task, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []Task
+	for _, e := range l.pick(id) {
+		out = append(out, e.rec)
+	}
+	if id != "" && len(out) == 0 {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownTask, id)
+	}
+	return out, nil
+}
+
+// Cancel asks the task with that ID, or every running task for "", to stop
+// and roll back. A task whose source released its slots already goes on
+// to the end: cancelling it alone is an error (mover.ErrTooLate).
+func (l *Local) Cancel(id string) ([]Task, error) {
+	l.mu.Lock()
+	picked := l.pick(id)
+	l.mu.Unlock()
+	if id != "" && len(picked) == 0 {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownTask, id)
+	}
+	var out []Task
+	for _, e := range picked {
+		err := e.move.Cancel()
+		if id != "" && err != nil {
+			return nil, fmt.Errorf("task %s: %w", id, err)
+		}
+		l.mu.Lock()
+		out = append(out, e.rec)
+		l.mu.Unlock()
+	}
+	return out, nil
+}
+
+// pick returns the task id, or every task for ""; l.mu is held.
+func (l *Local) pick(id string) []*entry {
+	if id != "" {
+		if e := l.tasks[id]; e != nil {
+			return []*entry{e}
+		}
+		return nil
+	}
+	out := make([]*entry, 0, len(l.order))
+	for _, id := range l.order {
+		out = append(out, l.tasks[id])
+	}
+	return out
+}
+
+// Close refuses new tasks and cancels the running ones: copies roll back,
+// a task past its release finishes its cutover. It waits for them until
+// ctx ends, then stops what is left (a cleanup under way ends stuck, for
+// fix) and waits for that.
+func (l *Local) Close(ctx context.Context) {
+	l.mu.Lock()
+	l.closing = true
+	picked := l.pick("")
+	l.mu.Unlock()
+	for _, e := range picked {
+		e.move.Cancel()
+	}
+	done := make(chan struct{})
+	go func() {
+		l.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		l.stop()
+		<-done
+	}
+	l.stop()
+}
+
+func intersect(a, b *slots.Set) *slots.Set {
+	out := slots.NewSet()
+	for _, s := range a.Slots() {
+		if b.Contains(s) {
+			out.Add(s)
+		}
+	}
+	return out
+}
+
+func newID() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,198 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/mover"
+	"github.com/slotmover/slotmover/slots"
+	"github.com/slotmover/slotmover/tests/harness"
+)
+
+// fill writes n string keys spread over every slot, and returns their names.
+func fill(t *testing.T, cc *redis.ClusterClient, n int) []string {
+	t.Helper()
+	ctx := context.Background()
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k:%d", i)
+	}
+	for start := 0; start < n; start += 1000 {
+		if _, err := cc.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, k := range keys[start:min(start+1000, n)] {
+				p.Set(ctx, k, "value of "+k, 0)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return keys
+}
+
+// waitEnded polls Status until every task has ended.
+func waitEnded(t *testing.T, m *Local, ids []string) []Task {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var out []Task
+		for _, id := range ids {
+			got, err := m.Status(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, got...)
+		}
+		if !slices.ContainsFunc(out, func(t Task) bool { return t.State == StateRunning }) {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tasks still running after 2 minutes: %+v", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// An import whose slots span two sources runs two tasks; both complete,
+// every node sees the local master own the slots, every key is intact, and
+// the records follow the phases to the end.
+func TestImportFromTwoSources(t *testing.T) {
+	ctx := context.Background()
+	c := harness.ClusterT(t, []string{"0-5460", "5461-10922", "10923-16383", ""}, localcluster.Options{})
+	cc := c.Client()
+	defer cc.Close()
+	keys := fill(t, cc, 20_000)
+	want, err := localcluster.Capture(ctx, cc, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	phases := map[string][]string{}
+	m := New(Config{Node: cluster.Conn{Addr: c.Nodes[3].Addr}, MaxTasks: 2, OnChange: func(t Task) {
+		mu.Lock()
+		defer mu.Unlock()
+		if p := phases[t.ID]; len(p) == 0 || p[len(p)-1] != t.Phase {
+			phases[t.ID] = append(p, t.Phase)
+		}
+	}})
+	defer m.Close(ctx)
+
+	set, _ := slots.Parse("5000-6000")
+	tasks, err := m.Import(ctx, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks) != 2 || tasks[0].Slots+","+tasks[1].Slots != "5000-5460,5461-6000" && tasks[1].Slots+","+tasks[0].Slots != "5000-5460,5461-6000" {
+		t.Fatalf("tasks: %+v", tasks)
+	}
+	ended := waitEnded(t, m, []string{tasks[0].ID, tasks[1].ID})
+	for _, task := range ended {
+		if task.State != StateCompleted || task.Result != mover.ResultMoved || task.EndTime.IsZero() || task.KeysCopied == 0 || task.Dest != c.IDs[3] {
+			t.Fatalf("task %+v", task)
+		}
+		mu.Lock()
+		got := phases[task.ID]
+		mu.Unlock()
+		if !slices.Contains(got, "snapshot") || !slices.Contains(got, "cutover") || got[len(got)-1] != "done" {
+			t.Fatalf("task %s went through phases %v", task.ID, got)
+		}
+	}
+	if err := c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	fresh := c.Client()
+	defer fresh.Close()
+	if err := want.Compare(ctx, fresh); err != nil {
+		t.Fatal(err)
+	}
+
+	// The local master owns them now: importing them again is refused.
+	again, _ := slots.Parse("5500")
+	if _, err := m.Import(ctx, again); !errors.Is(err, ErrOwnedHere) {
+		t.Fatalf("import of an owned slot: %v", err)
+	}
+	if all, err := m.Status(""); err != nil || len(all) != 2 {
+		t.Fatalf("status of all: %d tasks, %v", len(all), err)
+	}
+	if _, err := m.Status("nope"); !errors.Is(err, ErrUnknownTask) {
+		t.Fatalf("status of an unknown task: %v", err)
+	}
+}
+
+// Requests that cannot be served change nothing: a range overlapping a
+// running task, more tasks than the limit, a slot nobody owns. A cancel
+// during the copy leaves the cluster exactly as it was.
+func TestImportRefusalsAndCancel(t *testing.T) {
+	ctx := context.Background()
+	c := harness.ClusterT(t, []string{"0-5460", "5461-10922", "10923-16383", ""}, localcluster.Options{})
+	cc := c.Client()
+	defer cc.Close()
+	fill(t, cc, 60_000)
+	before, err := c.Fingerprint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New(Config{Node: cluster.Conn{Addr: c.Nodes[3].Addr}, MaxTasks: 1})
+	defer m.Close(ctx)
+
+	shard, _ := slots.Parse("0-5460")
+	tasks, err := m.Import(ctx, shard)
+	if err != nil || len(tasks) != 1 {
+		t.Fatalf("import: %v %+v", err, tasks)
+	}
+	overlap, _ := slots.Parse("100-200")
+	if _, err := m.Import(ctx, overlap); !errors.Is(err, ErrOverlap) {
+		t.Fatalf("overlapping import: %v", err)
+	}
+	other, _ := slots.Parse("10923-10930")
+	if _, err := m.Import(ctx, other); !errors.Is(err, ErrTooManyTasks) {
+		t.Fatalf("import over the limit: %v", err)
+	}
+	if got, err := m.Cancel(tasks[0].ID); err != nil || len(got) != 1 {
+		t.Fatalf("cancel: %v", err)
+	}
+	ended := waitEnded(t, m, []string{tasks[0].ID})
+	if ended[0].State != StateCanceled || ended[0].Result != mover.ResultCancelled {
+		t.Fatalf("cancelled task: %+v", ended[0])
+	}
+	if err := c.WaitHealthy(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	after, err := c.Fingerprint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Fatalf("the cancelled import changed the cluster:\nbefore %s\nafter  %s", before, after)
+	}
+	if all, _ := m.Status(""); len(all) != 1 {
+		t.Fatalf("refused requests left tasks: %+v", all)
+	}
+
+	// A slot that no master claims (given up everywhere by hand).
+	for _, n := range c.Nodes {
+		cl := n.Client()
+		err := cl.Do(ctx, "CLUSTER", "DELSLOTS", 16383).Err()
+		cl.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	last, _ := slots.Parse("16383")
+	if _, err := m.Import(ctx, last); !errors.Is(err, ErrUnowned) {
+		t.Fatalf("import of an unowned slot: %v", err)
+	}
+	m.Close(ctx)
+	if _, err := m.Import(ctx, other); !errors.Is(err, ErrShuttingDown) {
+		t.Fatalf("import after Close: %v", err)
+	}
+}
