@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/hdt3213/rdb v1.3.2
 	github.com/redis/go-redis/v9 v9.23.0
+	go.yaml.in/yaml/v3 v3.0.6
 )
 
 require (

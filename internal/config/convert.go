@@ -1,0 +1,108 @@
+package config
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/cutover"
+	"github.com/slotmover/slotmover/mover"
+)
+
+// Conn is how to reach the local master (and, With another address, the
+// sources: every master of the cluster is reached the same way).
+func (n Node) Conn() (cluster.Conn, error) {
+	c := cluster.Conn{Addr: n.Address, Username: n.User, Password: n.Password}
+	var err error
+	if c.TLS, err = n.TLS.Config(); err != nil {
+		return c, fmt.Errorf("node.tls: %w", err)
+	}
+	return c, nil
+}
+
+// Config is the TLS configuration of the section; nil when TLS is off.
+func (t TLS) Config() (*tls.Config, error) {
+	conf, sub, err := t.config()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", sub, err)
+	}
+	return conf, nil
+}
+
+// config builds the TLS configuration; on error, sub names the key at fault.
+func (t TLS) config() (conf *tls.Config, sub string, err error) {
+	if !t.Enabled {
+		return nil, "", nil
+	}
+	conf = &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		ServerName:         t.ServerName,
+		InsecureSkipVerify: t.InsecureSkipVerify,
+	}
+	if t.CA != "" {
+		pem, err := os.ReadFile(t.CA)
+		if err != nil {
+			return nil, "ca", err
+		}
+		conf.RootCAs = x509.NewCertPool()
+		if !conf.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, "ca", fmt.Errorf("no PEM certificate in %s", t.CA)
+		}
+	}
+	if t.Cert != "" || t.Key != "" {
+		if err := readableFile(t.Cert); err != nil {
+			return nil, "cert", err
+		}
+		if err := readableFile(t.Key); err != nil {
+			return nil, "key", err
+		}
+		pair, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+		if err != nil {
+			return nil, "cert", fmt.Errorf("%s and %s: %w", t.Cert, t.Key, err)
+		}
+		conf.Certificates = []tls.Certificate{pair}
+	}
+	return conf, "", nil
+}
+
+// Options returns base with the move's tunables set from the section.
+// base brings what the section does not hold: the task ID, the source and
+// target, the slots, the logger, the progress callback.
+func (m Move) Options(base mover.Options) mover.Options {
+	base.MaxLag = m.MaxLag
+	base.PauseBudget = m.PauseBudget
+	base.FenceTimeout = m.FenceTimeout
+	base.MaxAttempts = m.MaxAttempts
+	base.MaxCatchUp = m.MaxCatchUp
+	base.ReplicaWait = m.ReplicaWait
+	base.Window = m.Window
+	base.BigKeyElements = m.BigKeyElements
+	base.Chunk = m.Chunk
+	base.ReplyPerKey = m.ReplyPerKey
+	base.Cleanup = cutover.Pace{Batch: m.CleanupBatch, Sleep: m.CleanupSleep}
+	base.SpoolDir = m.SpoolDir
+	base.AllowEviction = m.AllowEviction
+	base.KeepSourceConfig = m.KeepSourceConfig
+	return base
+}
+
+// Logger returns the daemon's logger, writing to w in the section's format
+// from its level up.
+func (l Log) Logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(l.Level)); err != nil {
+		return nil, fmt.Errorf("log.level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch l.Format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text", "":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("log.format: want text or json, not %q", l.Format)
+}

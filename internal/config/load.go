@@ -1,0 +1,168 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+)
+
+// Load builds the configuration of `slotmover serve` from its arguments
+// (the flags after "serve") and the environment (os.Getenv, or a map's
+// lookup in tests): the defaults, then the YAML file named by --config or
+// $SLOTMOVER_CONFIG, then every SLOTMOVER_* variable that is set and not
+// empty, then the flags given. It checks the result and reads the password
+// and token files, so that what it returns is ready to use. -h or -help
+// returns flag.ErrHelp (print Usage then). Every error names the key, and
+// where its value came from.
+func Load(args []string, env func(string) string) (*Serve, error) {
+	c, err := load(args, env)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// load is Load without the checks.
+func load(args []string, env func(string) string) (*Serve, error) {
+	if env == nil {
+		env = func(string) string { return "" }
+	}
+	fs, given := flagSet()
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q: serve takes flags only", fs.Arg(0))
+	}
+	c := Defaults()
+	file := env(envName(configFlag))
+	if f := fs.Lookup(configFlag); f.Value.String() != "" {
+		file = f.Value.String()
+	}
+	if file != "" {
+		if err := c.readFile(file); err != nil {
+			return nil, err
+		}
+	}
+	var errs []error
+	for _, k := range keys {
+		name := envName(k.flag)
+		s := env(name)
+		if s == "" {
+			continue
+		}
+		v, err := parseValue(k.typ, s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("$%s (%s): %v", name, k.path, err))
+			continue
+		}
+		c.set(k, v, origin{fromEnv, "$" + name})
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	for _, g := range *given {
+		c.set(g.key, g.value, origin{fromFlag, "--" + g.key.flag})
+	}
+	return c, nil
+}
+
+// flagSet returns the flags of serve: --config and one flag per key. The
+// flags given are recorded in order in *given, checked but not applied:
+// they go on top of the file and the environment, which are read after.
+func flagSet() (*flag.FlagSet, *[]givenFlag) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // Load returns the errors; Usage prints the help
+	fs.Usage = func() {}
+	fs.String(configFlag, "", "read the configuration from this YAML `file`")
+	given := new([]givenFlag)
+	def := Defaults()
+	for _, k := range keys {
+		fs.Var(&flagValue{key: k, given: given, def: format(k.field(def))}, k.flag, k.usage)
+	}
+	return fs, given
+}
+
+type givenFlag struct {
+	key   *key
+	value reflect.Value
+}
+
+// flagValue is the flag.Value of a key.
+type flagValue struct {
+	key   *key
+	given *[]givenFlag
+	def   string
+}
+
+func (f *flagValue) String() string {
+	if f == nil {
+		return ""
+	}
+	return f.def
+}
+
+func (f *flagValue) Set(s string) error {
+	v, err := parseValue(f.key.typ, s)
+	if err != nil {
+		return err
+	}
+	*f.given = append(*f.given, givenFlag{f.key, v})
+	return nil
+}
+
+func (f *flagValue) IsBoolFlag() bool { return f != nil && f.key.typ.Kind() == reflect.Bool }
+
+// Usage prints the flags of serve, each with its YAML key, its
+// environment variable and its default.
+func Usage(w io.Writer) {
+	fmt.Fprint(w, `usage: slotmover serve [--config FILE] [flags]
+
+Run the sidecar of one master. Settings come from the defaults, then the
+YAML file, then SLOTMOVER_* environment variables, then the flags given.
+
+`)
+	fs, _ := flagSet()
+	section := ""
+	printFlag(w, fs.Lookup(configFlag), nil)
+	for _, k := range keys {
+		if s, _, _ := strings.Cut(k.path, "."); s != section {
+			section = s
+			fmt.Fprintf(w, "\n%s:\n", section)
+		}
+		printFlag(w, fs.Lookup(k.flag), k)
+	}
+}
+
+// printFlag prints one flag; k is nil for --config.
+func printFlag(w io.Writer, f *flag.Flag, k *key) {
+	name, usage := flag.UnquoteUsage(f)
+	if k != nil && name == "value" { // no `word` in the usage: name the type
+		switch {
+		case k.typ == durationType:
+			name = "duration"
+		case k.typ.Kind() == reflect.String:
+			name = "string"
+		default:
+			name = "n"
+		}
+	}
+	if name != "" {
+		name = " " + name
+	}
+	fmt.Fprintf(w, "  --%s%s\n      %s\n      ", f.Name, name, usage)
+	if k != nil {
+		fmt.Fprintf(w, "%s, ", k.path)
+	}
+	fmt.Fprintf(w, "$%s", envName(f.Name))
+	if f.DefValue != "" && f.DefValue != "false" {
+		fmt.Fprintf(w, "; default %s", f.DefValue)
+	}
+	fmt.Fprintln(w)
+}
