@@ -2,14 +2,22 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
+	"github.com/slotmover/slotmover/tests/harness"
 )
 
 // The plan must be the slots redis-cli 7.0 takes: the largest source
@@ -44,15 +52,17 @@ func TestRunSmall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const keys = 5000
+	contents := &contentCheck{ctx: ctx, keys: keys}
 	rep, err := Run(ctx, Config{
 		Keys: keys, ValueSize: 64, Workloads: []string{WorkloadSingle},
 		Methods: []string{MethodReshard1000, MethodSlotmover}, LoadRate: 200,
-		Dir: t.TempDir(), MoveTimeout: time.Minute,
-		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+		Dir: t.TempDir(), KeepDirs: true, MoveTimeout: time.Minute, // kept for the content check
+		Logger: slog.New(logHook{slog.NewTextHandler(t.Output(), nil), contents.filled}),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	contents.check(t)
 	// The keys that must move, from their names alone.
 	moved := slots.NewSet(slots.Range{Start: 0, End: 5460})
 	var want int64
@@ -88,9 +98,16 @@ func TestRunSmall(t *testing.T) {
 			t.Errorf("%s: %d load ops, %d lost", row.Method, row.LoadOps, row.LostWrites)
 		}
 	}
+	// The pause bound is one of correctness, not speed: a cutover that
+	// switches has met its fence within the fence timeout (250 ms) from
+	// the pause's start, and the release, claim and unpause that follow
+	// are transactions queued before the pause. A pause near the 2 s
+	// budget (the bound this had) would be the server's own timeout ending
+	// it, not slotmover. The README reports pauses of a few ms; twice the
+	// fence timeout leaves room for a loaded machine.
 	sm := rep.row(WorkloadSingle, MethodSlotmover)
-	if sm.PauseMS == nil || *sm.PauseMS <= 0 || *sm.PauseMS > 2000 || sm.Ratio == nil || *sm.Ratio != 1 {
-		t.Errorf("slotmover: pause %v ms, ratio %v", deref(sm.PauseMS), deref(sm.Ratio))
+	if maxPause := 2 * float64(mover.DefaultFenceTimeout.Milliseconds()); sm.PauseMS == nil || *sm.PauseMS <= 0 || *sm.PauseMS > maxPause || sm.Ratio == nil || *sm.Ratio != 1 {
+		t.Errorf("slotmover: pause %v ms (at most %.0f), ratio %v", deref(sm.PauseMS), maxPause, deref(sm.Ratio))
 	}
 	if tasks := sm.Runs[0].Tasks; len(tasks) != 1 || tasks[0].Summary.KeysCopied != want || tasks[0].Summary.SnapshotMS <= 0 {
 		t.Errorf("slotmover tasks: %+v", tasks)
@@ -108,6 +125,137 @@ func TestRunSmall(t *testing.T) {
 			t.Errorf("table lacks %q", s)
 		}
 	}
+}
+
+// contentCheck compares the contents of the keys a benchmark run moves, as
+// the target holds them at the end, with what they were before the move.
+// The benchmark's own check counts keys; it keeps no cluster for a test to
+// read. So when a run logs "bench: filled" (its cluster filled, the move
+// about to start), the check captures the moved keys' states from the
+// source and sets a save point on the target, which then writes its
+// dataset when the run stops it; after Run, every saved dataset is loaded
+// into a fresh server and compared.
+type contentCheck struct {
+	ctx  context.Context
+	keys int
+	runs []savedRun
+	errs []error
+}
+
+type savedRun struct {
+	dir    string // the target's working directory, where it saves dump.rdb
+	before *localcluster.KeyStates
+	count  int
+}
+
+// filled is called for every log record of the benchmark.
+func (cc *contentCheck) filled(r slog.Record) {
+	if r.Message != "bench: filled" {
+		return
+	}
+	var dir string
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "dir" {
+			dir = a.Value.String()
+		}
+		return true
+	})
+	if err := cc.prepare(dir); err != nil {
+		cc.errs = append(cc.errs, fmt.Errorf("run in %s: %w", dir, err))
+	}
+}
+
+// prepare finds the run's source (the node owning slot 0) and target (the
+// node owning nothing) among the servers in dir, captures the moved keys
+// on the source and sets a save point on the target.
+func (cc *contentCheck) prepare(dir string) error {
+	ctx := cc.ctx
+	entries, err := filepath.Glob(filepath.Join(dir, "redis-*"))
+	if err != nil || len(entries) != len(layout) {
+		return fmt.Errorf("%d server directories (%v), want %d", len(entries), err, len(layout))
+	}
+	var source *redis.Client
+	var targetDir string
+	var target *redis.Client
+	for _, e := range entries {
+		port := strings.TrimPrefix(filepath.Base(e), "redis-")
+		c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port, DisableIdentity: true})
+		defer c.Close()
+		top, err := cluster.Load(ctx, c)
+		if err != nil {
+			return err
+		}
+		switch {
+		case top.Myself.Slots.Contains(0):
+			source = c
+		case top.Myself.Slots.Len() == 0:
+			target, targetDir = c, e
+		}
+	}
+	if source == nil || target == nil {
+		return fmt.Errorf("no source or no target among %v", entries)
+	}
+	moved := slots.NewSet(slots.Range{Start: 0, End: 5460})
+	var names []string
+	for i := 0; i < cc.keys; i++ {
+		if k := KeyName(i); moved.Contains(slots.ForString(k)) {
+			names = append(names, k)
+		}
+	}
+	before, err := localcluster.Capture(ctx, source, names)
+	if err != nil {
+		return err
+	}
+	if err := target.ConfigSet(ctx, "save", "3600 1").Err(); err != nil {
+		return err
+	}
+	cc.runs = append(cc.runs, savedRun{dir: targetDir, before: before, count: len(names)})
+	return nil
+}
+
+// check loads each run's saved target dataset and compares it.
+func (cc *contentCheck) check(t *testing.T) {
+	t.Helper()
+	for _, err := range cc.errs {
+		t.Error(err)
+	}
+	if len(cc.runs) != 2 {
+		t.Fatalf("%d runs captured for the content check, want 2 (does the benchmark still log \"bench: filled\" with its dir?)", len(cc.runs))
+	}
+	for _, run := range cc.runs {
+		rdb := filepath.Join(run.dir, "dump.rdb")
+		if _, err := os.Stat(rdb); err != nil {
+			t.Errorf("the target saved nothing when stopped: %v", err)
+			continue
+		}
+		// A standalone server that starts in that directory loads it.
+		s := harness.ServerT(t, localcluster.Options{Config: []string{"dir " + run.dir}})
+		c := s.Client()
+		err := run.before.Compare(cc.ctx, c)
+		c.Close()
+		if err != nil {
+			t.Errorf("the %d moved keys on the target at the end of the run in %s: %v", run.count, run.dir, err)
+		}
+	}
+}
+
+// logHook passes every record to on, then to the handler.
+type logHook struct {
+	slog.Handler
+	on func(slog.Record)
+}
+
+func (h logHook) Handle(ctx context.Context, r slog.Record) error {
+	h.on(r)
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h logHook) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return logHook{h.Handler.WithAttrs(attrs), h.on}
+}
+
+func (h logHook) WithGroup(name string) slog.Handler {
+	return logHook{h.Handler.WithGroup(name), h.on}
 }
 
 func deref(p *float64) any {
