@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -52,7 +53,7 @@ func (c *Serve) check() error {
 		v.fail("move.cleanup_sleep", "must not be negative, not %s", mv.CleanupSleep)
 	}
 	if mv.FenceTimeout > 0 && mv.PauseBudget > 0 && mv.FenceTimeout > mv.PauseBudget/2 {
-		v.fail("move.fence_timeout", "%s is more than half of move.pause_budget (%s%s): the fence must leave the pause time for the switch",
+		v.fail("move.fence_timeout", "%s is more than half of move.pause_budget, %s%s: the fence must leave the pause time for the switch",
 			mv.FenceTimeout, mv.PauseBudget, v.from("move.pause_budget"))
 	}
 	if mv.SpoolDir != "" {
@@ -99,10 +100,18 @@ func (v *checker) nats(n *NATS) {
 			v.failAt("nats.servers", p, "%q names no host", s)
 		}
 	}
-	auth := []string{"nats.user", "nats.password", "nats.password_file", "nats.token", "nats.token_file", "nats.nkey_file", "nats.creds_file", "nats.tls.enabled"}
+	if n.SubjectPrefix == "" {
+		v.fail("nats.subject_prefix", "must not be empty")
+	} else if slices.ContainsFunc(strings.Split(n.SubjectPrefix, "."), func(tok string) bool { return !subjectToken(tok) }) {
+		v.fail("nats.subject_prefix", "%q is not a NATS subject: dot-separated names without spaces, * or >", n.SubjectPrefix)
+	}
+	if n.Alias != "" && (strings.Contains(n.Alias, ".") || !subjectToken(n.Alias)) {
+		v.fail("nats.alias", "%q is not one subject token: a name without dots, spaces, * or >", n.Alias)
+	}
 	if len(n.Servers) == 0 {
-		for _, p := range auth {
-			if !v.zero(p) {
+		// NATS is off: a credential or a TLS setting for it is a mistake.
+		for _, k := range keys {
+			if p := k.path; strings.HasPrefix(p, "nats.") && p != "nats.subject_prefix" && p != "nats.alias" && !v.zero(p) {
 				v.fail(p, "is set but nats.servers is empty (NATS is off): name the servers (--nats) or drop it")
 			}
 		}
@@ -136,19 +145,6 @@ func (v *checker) nats(n *NATS) {
 	v.readable("nats.nkey_file", n.NKeyFile)
 	v.readable("nats.creds_file", n.CredsFile)
 	v.tls("nats.tls", &n.TLS)
-
-	if n.SubjectPrefix == "" {
-		v.fail("nats.subject_prefix", "must not be empty")
-	}
-	for _, tok := range strings.Split(n.SubjectPrefix, ".") {
-		if n.SubjectPrefix != "" && !subjectToken(tok) {
-			v.fail("nats.subject_prefix", "%q is not a NATS subject: dot-separated names without spaces, * or >", n.SubjectPrefix)
-			break
-		}
-	}
-	if n.Alias != "" && (strings.Contains(n.Alias, ".") || !subjectToken(n.Alias)) {
-		v.fail("nats.alias", "%q is not one subject token: a name without dots, spaces, * or >", n.Alias)
-	}
 }
 
 // subjectToken says whether s can stand between two dots of a subject.
