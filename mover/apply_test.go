@@ -2,7 +2,7 @@ package mover
 
 import (
 	"context"
-	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,35 +23,65 @@ func TestApplierAcksInOrderAndStopsAtErrors(t *testing.T) {
 	if a.Acked() != 1000 {
 		t.Fatalf("start offset %d", a.Acked())
 	}
+	// Every command appends its sequence number to one list, so the list
+	// is the order the target applied them in; of each step's two, the
+	// second carries the step's offset. Now and then the test waits for a
+	// step's offset: the acknowledgement must not run ahead of the
+	// replies, so the target then holds exactly the commands sent so far.
 	const n = 20000
+	c := s.Client()
+	defer c.Close()
+	rpush := func(seq int) [][]byte {
+		return [][]byte{[]byte("RPUSH"), []byte("order"), []byte(strconv.Itoa(seq))}
+	}
 	for i := 0; i < n; i++ {
-		key := []byte(fmt.Sprint("k", i))
-		if err := a.Send(int64(1001+i), "SET", []byte("SET"), key, key); err != nil {
+		if err := a.Send(0, "RPUSH", rpush(2*i)...); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Send(int64(1001+i), "RPUSH", rpush(2*i+1)...); err != nil {
 			t.Fatal(err)
 		}
 		if i%1000 == 0 {
 			a.Mark(int64(1001 + i)) // a mark never moves the offset backwards
+		}
+		if i%4999 == 4998 {
+			if err := a.Wait(ctx, int64(1001+i)); err != nil {
+				t.Fatal(err)
+			}
+			if got := c.LLen(ctx, "order").Val(); got != int64(2*i+2) {
+				t.Fatalf("offset %d acknowledged with %d commands applied, want %d", 1001+i, got, 2*i+2)
+			}
 		}
 	}
 	a.Mark(int64(1000 + n + 50))
 	if err := a.Wait(ctx, int64(1000+n+50)); err != nil {
 		t.Fatal(err)
 	}
-	c := s.Client()
-	defer c.Close()
-	if got := c.DBSize(ctx).Val(); got != n {
-		t.Fatalf("target holds %d keys, want %d", got, n)
+	if got := a.Acked(); got != 1000+n+50 {
+		t.Fatalf("acknowledged %d after the last mark, want %d", got, 1000+n+50)
+	}
+	order, err := c.LRange(ctx, "order", 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(order) != 2*n {
+		t.Fatalf("the target applied %d commands, want %d", len(order), 2*n)
+	}
+	for i, got := range order {
+		if got != strconv.Itoa(i) {
+			t.Fatalf("command %s applied in place %d (%v): out of order", got, i, order[max(0, i-2):min(len(order), i+3)])
+		}
 	}
 	// An error reply inside an EXEC fails the applier with the label.
-	for _, cmd := range [][]string{{"MULTI"}, {"SET", "x", "1"}, {"INCR", "k5"}, {"EXEC"}} {
+	for _, cmd := range [][]string{{"MULTI"}, {"SET", "x", "1"}, {"INCR", "order"}, {"EXEC"}} {
 		args := make([][]byte, len(cmd))
 		for i, c := range cmd {
 			args[i] = []byte(c)
 		}
-		a.Send(0, "tx on k5", args...)
+		a.Send(0, "tx on order", args...)
 	}
 	err = a.Wait(ctx, 0)
-	if err == nil || !strings.Contains(err.Error(), "tx on k5") || !strings.Contains(err.Error(), "not an integer") {
+	if err == nil || !strings.Contains(err.Error(), "tx on order") || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Fatalf("error in EXEC reply: got %v", err)
 	}
 	if a.Send(0, "SET", []byte("PING")) == nil {

@@ -3,6 +3,7 @@ package stream
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand"
 	"testing"
@@ -58,11 +59,16 @@ func TestSpoolReaderWaitsForWriter(t *testing.T) {
 		b, _ := io.ReadAll(s)
 		done <- b
 	}()
+	var want bytes.Buffer
 	for i := 0; i < 100; i++ {
-		s.Write([]byte("0123456789"))
+		p := []byte(fmt.Sprintf("%09d|", i)) // every write different: order shows
+		want.Write(p)
+		if _, err := s.Write(p); err != nil {
+			t.Fatal(err)
+		}
 	}
 	s.closeWithError(io.EOF)
-	if b := <-done; len(b) != 1000 {
-		t.Fatalf("reader got %d bytes, want 1000", len(b))
+	if b := <-done; !bytes.Equal(b, want.Bytes()) {
+		t.Fatalf("reader got %d bytes, want the %d written, in order:\n%q\nwant\n%q", len(b), want.Len(), b, want.Bytes())
 	}
 }
