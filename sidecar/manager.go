@@ -128,8 +128,9 @@ func (l *Local) Import(ctx context.Context, set *slots.Set) ([]Task, error) {
 		e := &entry{set: bySource[src], rec: Task{
 			ID: newID(), Slots: bySource[src].String(), Source: src, SourceAddr: n.Addr,
 			Dest: top.Myself.ID, DestAddr: l.cfg.Node.Addr, Operation: "import",
-			State: StateRunning, Phase: string(mover.PhasePreflight), CreateTime: time.Now(),
+			State: StateRunning, CreateTime: time.Now(),
 		}}
+		e.rec.setPhase(string(mover.PhasePreflight))
 		e.rec.StartTime = e.rec.CreateTime
 		l.start(e, n.Addr)
 		started = append(started, e.rec)
@@ -147,7 +148,7 @@ func (l *Local) start(e *entry, sourceAddr string) {
 	opts.Logger = l.log
 	opts.Progress = func(p mover.Progress) {
 		l.update(e.rec.ID, func(t *Task) {
-			t.Phase = string(p.Phase)
+			t.setPhase(string(p.Phase))
 			t.KeysCopied, t.BytesCopied, t.LagBytes = p.KeysCopied, p.BytesCopied, max(p.Lag, 0)
 		})
 	}
@@ -161,7 +162,9 @@ func (l *Local) start(e *entry, sourceAddr string) {
 		sum, err := e.move.Wait()
 		l.update(e.rec.ID, func(t *Task) {
 			t.EndTime = time.Now()
-			t.Phase, t.Result = string(sum.Phase), sum.Result
+			t.setPhase(string(sum.Phase))
+			t.Result = sum.Result
+			t.FenceOffset, t.ReleaseOffset = sum.FenceOffset, sum.ReleaseOffset
 			t.WritePauseMS, t.Retries = sum.PauseMS, max(sum.CutoverAttempts-1, 0)
 			t.KeysCopied, t.BytesCopied, t.OrphansRemoved = sum.KeysCopied, sum.BytesCopied, sum.OrphansRemoved
 			switch sum.Result {
@@ -284,4 +287,72 @@ func newID() string {
 	var b [6]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// setPhase records the task's phase, and its start in the history.
+func (t *Task) setPhase(p string) {
+	if t.Phase == p {
+		return
+	}
+	t.Phase = p
+	t.Phases = append(t.Phases, PhaseChange{Phase: p, At: time.Now()})
+}
+
+// Recover takes the records of an earlier run of this sidecar (from the KV
+// bucket): those that ended are kept for Status; those left running (the
+// sidecar died mid-move) are repaired with the logic of slotmover fix on
+// their slots, and end completed if the local master owns every slot
+// afterwards, else failed. It returns the records as they end up.
+func (l *Local) Recover(ctx context.Context, recs []Task) []Task {
+	out := make([]Task, 0, len(recs))
+	for _, rec := range recs {
+		if !rec.Over() {
+			rec = l.repair(ctx, rec)
+		}
+		l.mu.Lock()
+		if l.tasks[rec.ID] == nil {
+			set, _ := slots.Parse(rec.Slots)
+			l.tasks[rec.ID] = &entry{rec: rec, set: set}
+			l.order = append(l.order, rec.ID)
+		}
+		l.mu.Unlock()
+		out = append(out, rec)
+	}
+	return out
+}
+
+// repair finishes or undoes an interrupted task with mover.Fix.
+func (l *Local) repair(ctx context.Context, rec Task) Task {
+	rec.EndTime = time.Now()
+	rec.State = StateFailed
+	set, err := slots.Parse(rec.Slots)
+	if err != nil {
+		rec.LastError = fmt.Sprintf("interrupted; its slots %q cannot be read: %v", rec.Slots, err)
+		return rec
+	}
+	repairs, _, err := mover.Fix(ctx, mover.FixOptions{Seed: l.cfg.Node, Slots: set, Cleanup: l.cfg.Move.Cleanup, Logger: l.log})
+	if err != nil {
+		rec.LastError = fmt.Sprintf("interrupted; fix could not repair it (run slotmover fix --node %s --slots %s): %v", l.cfg.Node.Addr, rec.Slots, err)
+		return rec
+	}
+	node := l.cfg.Node.Client()
+	top, err := cluster.Load(ctx, node)
+	node.Close()
+	if err != nil {
+		rec.LastError = fmt.Sprintf("interrupted and repaired (%d repairs), but the owner cannot be read: %v", len(repairs), err)
+		return rec
+	}
+	owned := true
+	for _, s := range set.Slots() {
+		owned = owned && top.Myself.Slots.Contains(s)
+	}
+	rec.LastError = fmt.Sprintf("interrupted (the sidecar stopped in phase %s); repaired by fix with %d repairs", rec.Phase, len(repairs))
+	if owned {
+		rec.State, rec.Result = StateCompleted, mover.ResultMoved
+	} else {
+		rec.Result = mover.ResultRolledBack
+	}
+	rec.setPhase("repaired")
+	l.log.Info("interrupted task repaired", "task", rec.ID, "slots", rec.Slots, "state", rec.State, "repairs", len(repairs))
+	return rec
 }

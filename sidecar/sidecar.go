@@ -45,7 +45,20 @@ type Task struct {
 	BytesCopied    int64   `json:"bytes_copied"`
 	LagBytes       int64   `json:"lag_bytes"`
 	OrphansRemoved int64   `json:"orphans_removed"` // cleanup progress on the source
+	FenceOffset    int64   `json:"fence_offset,omitempty"`
+	ReleaseOffset  int64   `json:"release_offset,omitempty"`
+
+	Phases []PhaseChange `json:"phases"` // the mover's phases, with when each began
 }
+
+// PhaseChange is one entry of a task's phase history.
+type PhaseChange struct {
+	Phase string    `json:"phase"`
+	At    time.Time `json:"at"`
+}
+
+// Over reports whether the task has ended.
+func (t Task) Over() bool { return t.State != StateRunning }
 
 // Manager runs the tasks. Import splits slots by their current owners
 // into one task per source and starts them; Status and Cancel take a task

@@ -1,0 +1,322 @@
+// Package natsapi puts a sidecar on NATS: request/reply subjects for
+// import, status, cancel and ping under <prefix>.<node>, task events on
+// <prefix>.events.<node>.<task>, and, with JetStream, each task's record
+// in a key-value bucket, where a restarted sidecar finds its unfinished
+// tasks.
+//
+// NATS is not needed for the sidecar to work: the admin port serves
+// without it, the client reconnects by itself, and events published while
+// it is away are buffered by the client up to its reconnect buffer; beyond
+// that they are counted as lost (Lost) and logged.
+package natsapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/slotmover/slotmover/mover"
+	"github.com/slotmover/slotmover/sidecar"
+	"github.com/slotmover/slotmover/slots"
+)
+
+// Bucket is the key-value bucket of task records; a record's key is
+// <node>.<task>.
+const Bucket = "slotmover_tasks"
+
+// Config names the sidecar on the bus.
+type Config struct {
+	Prefix string // subject prefix; "slotmover" if empty
+	NodeID string // the local master's cluster node ID
+	Alias  string // another name for the node in subjects (optional)
+	Addr   string // the local master's address, for ping replies
+	Logger *slog.Logger
+}
+
+// Server answers a sidecar's requests on NATS and publishes its tasks.
+type Server struct {
+	cfg  Config
+	nc   *nats.Conn
+	m    sidecar.Manager
+	log  *slog.Logger
+	kv   jetstream.KeyValue // nil without JetStream
+	subs []*nats.Subscription
+
+	mu   sync.Mutex
+	seq  map[string]uint64 // per task, the sequence number of its last event
+	lost atomic.Int64
+}
+
+// Start subscribes to the sidecar's subjects on nc and opens the task
+// bucket if the server has JetStream (without it, records are not kept).
+func Start(ctx context.Context, nc *nats.Conn, m sidecar.Manager, cfg Config) (*Server, error) {
+	if cfg.Prefix == "" {
+		cfg.Prefix = "slotmover"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{cfg: cfg, nc: nc, m: m, log: cfg.Logger, seq: map[string]uint64{}}
+	if js, err := jetstream.New(nc); err == nil {
+		kctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		s.kv, err = js.CreateOrUpdateKeyValue(kctx, jetstream.KeyValueConfig{Bucket: Bucket, Description: "slotmover task records", History: 1})
+		cancel()
+		if err != nil {
+			s.log.Warn("no JetStream key-value bucket: task records are not kept on NATS", "error", err)
+			s.kv = nil
+		}
+	}
+	names := []string{cfg.NodeID}
+	if cfg.Alias != "" && cfg.Alias != cfg.NodeID {
+		names = append(names, cfg.Alias)
+	}
+	subs := map[string]nats.MsgHandler{cfg.Prefix + ".ping": s.onPing}
+	for _, n := range names {
+		base := cfg.Prefix + "." + n + "."
+		subs[base+"import"], subs[base+"status"], subs[base+"cancel"], subs[base+"ping"] = s.onImport, s.onStatus, s.onCancel, s.onPing
+	}
+	for subj, h := range subs {
+		sub, err := nc.Subscribe(subj, h)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("subscribe to %s: %w", subj, err)
+		}
+		s.subs = append(s.subs, sub)
+	}
+	if err := nc.FlushTimeout(5 * time.Second); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("subscribe on NATS: %w", err)
+	}
+	return s, nil
+}
+
+// Close unsubscribes; the connection is the caller's.
+func (s *Server) Close() {
+	for _, sub := range s.subs {
+		sub.Unsubscribe()
+	}
+	s.subs = nil
+}
+
+// Lost counts events and records that could not be published.
+func (s *Server) Lost() int64 { return s.lost.Load() }
+
+// Event is what <prefix>.events.<node>.<task> carries: a task's record
+// each time it changes, numbered from 1; Final on the last one.
+type Event struct {
+	Seq   uint64       `json:"seq"`
+	Final bool         `json:"final"`
+	Task  sidecar.Task `json:"task"`
+}
+
+// Publish sends a task's new record as an event and keeps it in the
+// bucket. Use it as the manager's OnChange: calls for one task come in
+// order, from one goroutine at a time.
+func (s *Server) Publish(t sidecar.Task) {
+	s.mu.Lock()
+	s.seq[t.ID]++
+	ev := Event{Seq: s.seq[t.ID], Final: t.Over(), Task: t}
+	if ev.Final {
+		delete(s.seq, t.ID)
+	}
+	s.mu.Unlock()
+	body, err := json.Marshal(ev)
+	if err == nil {
+		err = s.nc.Publish(s.cfg.Prefix+".events."+s.cfg.NodeID+"."+t.ID, body)
+	}
+	if err != nil {
+		s.lost.Add(1)
+		s.log.Warn("task event not published", "task", t.ID, "seq", ev.Seq, "error", err, "lost", s.lost.Load())
+	}
+	s.keep(t)
+}
+
+// keep writes the record to the bucket. Records are the restart's memory:
+// a failed put is counted and logged like a lost event.
+func (s *Server) keep(t sidecar.Task) {
+	if s.kv == nil {
+		return
+	}
+	body, err := json.Marshal(t)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err = s.kv.Put(ctx, s.cfg.NodeID+"."+t.ID, body)
+		cancel()
+	}
+	if err != nil {
+		s.lost.Add(1)
+		s.log.Warn("task record not kept", "task", t.ID, "error", err)
+	}
+}
+
+// Records returns this node's task records from the bucket (none without
+// JetStream).
+func (s *Server) Records(ctx context.Context) ([]sidecar.Task, error) {
+	if s.kv == nil {
+		return nil, nil
+	}
+	w, err := s.kv.Watch(ctx, s.cfg.NodeID+".*", jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("read the task records: %w", err)
+	}
+	defer w.Stop()
+	var out []sidecar.Task
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e := <-w.Updates():
+			if e == nil {
+				return out, nil
+			}
+			var t sidecar.Task
+			if err := json.Unmarshal(e.Value(), &t); err != nil {
+				s.log.Warn("unreadable task record skipped", "key", e.Key(), "error", err)
+				continue
+			}
+			out = append(out, t)
+		}
+	}
+}
+
+// ImportRequest is the body of <prefix>.<node>.import.
+type ImportRequest struct {
+	Slots string `json:"slots"` // the CLI's slot syntax: "0-5460,6000"
+}
+
+// TaskRequest is the body of status and cancel: one task, or all ("" or {}).
+type TaskRequest struct {
+	ID string `json:"id"`
+}
+
+// Reply is every reply's body: the tasks, or an error.
+type Reply struct {
+	Tasks []sidecar.Task `json:"tasks,omitempty"`
+	Error *Error         `json:"error,omitempty"`
+}
+
+// Error is a refused request: a code a program can test, and a message.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// PingReply answers <prefix>.ping and <prefix>.<node>.ping.
+type PingReply struct {
+	Node  string `json:"node"`
+	Alias string `json:"alias,omitempty"`
+	Addr  string `json:"addr"`
+	Tasks int    `json:"tasks"` // running ones
+}
+
+func (s *Server) onImport(msg *nats.Msg) {
+	var req ImportRequest
+	if err := json.Unmarshal(msg.Data, &req); err != nil {
+		s.reply(msg, nil, badRequest("the body must be JSON like {\"slots\": \"0-5460,6000\"}: %v", err))
+		return
+	}
+	set, err := slots.Parse(req.Slots)
+	if err != nil {
+		s.reply(msg, nil, badRequest("slots %q: %v", req.Slots, err))
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tasks, err := s.m.Import(ctx, set)
+	s.reply(msg, tasks, err)
+}
+
+func (s *Server) onStatus(msg *nats.Msg) {
+	req, ok := s.taskRequest(msg)
+	if !ok {
+		return
+	}
+	tasks, err := s.m.Status(req.ID)
+	s.reply(msg, tasks, err)
+}
+
+func (s *Server) onCancel(msg *nats.Msg) {
+	req, ok := s.taskRequest(msg)
+	if !ok {
+		return
+	}
+	tasks, err := s.m.Cancel(req.ID)
+	s.reply(msg, tasks, err)
+}
+
+func (s *Server) onPing(msg *nats.Msg) {
+	tasks, _ := s.m.Status("")
+	running := 0
+	for _, t := range tasks {
+		if !t.Over() {
+			running++
+		}
+	}
+	body, _ := json.Marshal(PingReply{Node: s.cfg.NodeID, Alias: s.cfg.Alias, Addr: s.cfg.Addr, Tasks: running})
+	if err := msg.Respond(body); err != nil && !errors.Is(err, nats.ErrMsgNoReply) {
+		s.log.Warn("ping reply not sent", "error", err)
+	}
+}
+
+// taskRequest reads a status or cancel body; an empty body means all.
+func (s *Server) taskRequest(msg *nats.Msg) (TaskRequest, bool) {
+	var req TaskRequest
+	if len(msg.Data) == 0 {
+		return req, true
+	}
+	if err := json.Unmarshal(msg.Data, &req); err != nil {
+		s.reply(msg, nil, badRequest("the body must be empty or JSON like {\"id\": \"…\"}: %v", err))
+		return req, false
+	}
+	return req, true
+}
+
+type requestError struct{ code, msg string }
+
+func (e *requestError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &requestError{"bad_request", fmt.Sprintf(format, args...)}
+}
+
+// codes name the manager's refusals in replies.
+var codes = []struct {
+	err  error
+	code string
+}{
+	{sidecar.ErrUnknownTask, "unknown_task"},
+	{sidecar.ErrOverlap, "overlap"},
+	{sidecar.ErrOwnedHere, "owned_here"},
+	{sidecar.ErrUnowned, "unowned"},
+	{sidecar.ErrTooManyTasks, "too_many_tasks"},
+	{sidecar.ErrShuttingDown, "shutting_down"},
+	{mover.ErrTooLate, "too_late"},
+}
+
+func (s *Server) reply(msg *nats.Msg, tasks []sidecar.Task, err error) {
+	r := Reply{Tasks: tasks}
+	if err != nil {
+		r = Reply{Error: &Error{Code: "internal", Message: err.Error()}}
+		var re *requestError
+		if errors.As(err, &re) {
+			r.Error.Code = re.code
+		}
+		for _, c := range codes {
+			if errors.Is(err, c.err) {
+				r.Error.Code = c.code
+			}
+		}
+	}
+	body, _ := json.Marshal(r)
+	if rerr := msg.Respond(body); rerr != nil {
+		s.log.Warn("reply not sent", "subject", msg.Subject, "error", rerr)
+	}
+}
