@@ -117,7 +117,9 @@ func (f *flagValue) Set(s string) error {
 	return nil
 }
 
-func (f *flagValue) IsBoolFlag() bool { return f != nil && f.key != nil && f.key.typ.Kind() == reflect.Bool }
+func (f *flagValue) IsBoolFlag() bool {
+	return f != nil && f.key != nil && f.key.typ.Kind() == reflect.Bool
+}
 
 // Usage prints the flags of serve, each with its YAML key, its
 // environment variable and its default.
