@@ -221,9 +221,10 @@ func (l *Local) Cancel(id string) ([]Task, error) {
 	}
 	var out []Task
 	for _, e := range picked {
-		err := e.move.Cancel()
-		if id != "" && err != nil {
-			return nil, fmt.Errorf("task %s: %w", id, err)
+		if e.move != nil { // nil: recovered from an earlier run, over
+			if err := e.move.Cancel(); id != "" && err != nil {
+				return nil, fmt.Errorf("task %s: %w", id, err)
+			}
 		}
 		l.mu.Lock()
 		out = append(out, e.rec)
@@ -257,7 +258,9 @@ func (l *Local) Close(ctx context.Context) {
 	picked := l.pick("")
 	l.mu.Unlock()
 	for _, e := range picked {
-		e.move.Cancel()
+		if e.move != nil {
+			e.move.Cancel()
+		}
 	}
 	done := make(chan struct{})
 	go func() {

@@ -196,3 +196,67 @@ func TestImportRefusalsAndCancel(t *testing.T) {
 		t.Fatalf("import after Close: %v", err)
 	}
 }
+
+// A task that a dead sidecar left running (its record says so; the target
+// imports the slots and holds copies of some keys) is repaired on restart
+// with fix's logic: here rolled back, as the source never released them.
+func TestRecoverRepairsInterruptedTasks(t *testing.T) {
+	ctx := context.Background()
+	c := harness.ClusterT(t, []string{"0-8191", "8192-16383", ""}, localcluster.Options{})
+	cc := c.Client()
+	defer cc.Close()
+	fill(t, cc, 5000)
+	before, err := c.Fingerprint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	source, target := c.Nodes[0].Client(), c.Nodes[2].Client()
+	defer source.Close()
+	defer target.Close()
+	set, _ := slots.Parse("0-99")
+	copied := 0
+	for _, s := range set.Slots() {
+		if err := target.Do(ctx, "CLUSTER", "SETSLOT", s, "IMPORTING", c.IDs[0]).Err(); err != nil {
+			t.Fatal(err)
+		}
+		keys, err := source.ClusterGetKeysInSlot(ctx, int(s), 10).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			dump := source.Dump(ctx, k).Val()
+			if _, err := target.Pipelined(ctx, func(p redis.Pipeliner) error {
+				p.Do(ctx, "ASKING")
+				p.Restore(ctx, k, 0, dump)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			copied++
+		}
+	}
+	if copied == 0 {
+		t.Fatal("nothing copied: the test tests nothing")
+	}
+	m := New(Config{Node: cluster.Conn{Addr: c.Nodes[2].Addr}, MaxTasks: 1})
+	defer m.Close(ctx)
+	done := Task{ID: "old", Slots: "8192-8200", State: StateCompleted, Phase: "done"}
+	interrupted := Task{ID: "dead", Slots: "0-99", Source: c.IDs[0], Dest: c.IDs[2], State: StateRunning, Phase: "snapshot"}
+	got := m.Recover(ctx, []Task{done, interrupted})
+	if len(got) != 2 || got[0].ID != "old" || got[0].State != StateCompleted || got[1].State != StateFailed || got[1].Result != mover.ResultRolledBack || got[1].EndTime.IsZero() {
+		t.Fatalf("recovered: %+v", got)
+	}
+	if err := c.WaitHealthy(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	after, err := c.Fingerprint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Fatalf("the repair did not restore the cluster:\nbefore %s\nafter  %s", before, after)
+	}
+	if all, _ := m.Status(""); len(all) != 2 || all[1].ID != "dead" || all[1].State != StateFailed {
+		t.Fatalf("status after recovery: %+v", all)
+	}
+}
