@@ -3,6 +3,7 @@
 //
 //	slotmover move --source H:P --target H:P --slots 0-5460[,a-b…] [--json]
 //	slotmover fix --node H:P [--dry-run]
+//	slotmover serve --node H:P [--config FILE] [--admin H:P] [--nats URL] [--metrics H:P]
 //	slotmover demo
 //
 // Exit codes of move: 0 moved; 1 failed and rolled back (the cluster as it
@@ -39,6 +40,8 @@ func main() {
 		code = benchCmd(os.Args[2:])
 	case "soak":
 		code = soakCmd(os.Args[2:])
+	case "serve":
+		code = serveCmd(os.Args[2:])
 	case "-h", "--help", "help":
 		usage()
 	default:
@@ -53,6 +56,9 @@ func usage() {
 	fmt.Fprint(os.Stderr, `usage:
   slotmover move --source HOST:PORT --target HOST:PORT --slots SPEC [--json] [flags]
       move hash slots online; 'slotmover move -h' lists the tunables
+  slotmover serve --node HOST:PORT [--config FILE] [--admin HOST:PORT] [--nats URL] [--metrics HOST:PORT]
+      the sidecar: imports into the local master, driven by CLUSTER MIGRATION on the admin port
+      and by NATS requests; 'slotmover serve -h' lists every setting
   slotmover fix --node HOST:PORT [--dry-run]
       finish or undo what moves that stopped half-way (crash, kill) left in the cluster
   slotmover demo

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/slotmover/slotmover/admin"
+	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/internal/config"
+	"github.com/slotmover/slotmover/metrics"
+	"github.com/slotmover/slotmover/mover"
+	"github.com/slotmover/slotmover/natsapi"
+	"github.com/slotmover/slotmover/sidecar"
+)
+
+// shutdownGrace bounds how long SIGTERM waits for tasks to roll back or
+// finish their cutover before what is left is stopped (a cleanup under way
+// ends stuck, for fix or the next start).
+const shutdownGrace = 2 * time.Minute
+
+// serveCmd runs the sidecar: imports into the local master, driven from
+// the admin port and NATS, until SIGTERM or SIGINT.
+func serveCmd(args []string) int {
+	c, err := config.Load(args, os.Getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		config.Usage(os.Stderr)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "slotmover serve:", err)
+		return exitRefused
+	}
+	log, err := c.Log.Logger(os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "slotmover serve:", err)
+		return exitRefused
+	}
+	if err := serve(c, log); err != nil {
+		log.Error("slotmover serve: " + err.Error())
+		return exitRefused
+	}
+	return 0
+}
+
+func serve(c *config.Serve, log *slog.Logger) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	node, err := c.Node.Conn()
+	if err != nil {
+		return err
+	}
+	client := node.Client()
+	top, err := cluster.Load(ctx, client)
+	if err != nil {
+		client.Close()
+		return fmt.Errorf("the local master %s: %w", node.Addr, err)
+	}
+	if !top.Myself.Master() {
+		client.Close()
+		return fmt.Errorf("%s is not a master", node.Addr)
+	}
+	defer client.Close()
+
+	// Listen before anything starts: a port in use refuses the start.
+	adminLn, err := net.Listen("tcp", c.Admin.Listen)
+	if err != nil {
+		return fmt.Errorf("admin port: %w", err)
+	}
+	var metricsLn net.Listener
+	if c.Metrics.Listen != "" {
+		if metricsLn, err = net.Listen("tcp", c.Metrics.Listen); err != nil {
+			adminLn.Close()
+			return fmt.Errorf("metrics port: %w", err)
+		}
+	}
+
+	var bus atomic.Pointer[natsapi.Server]
+	var m *sidecar.Local
+	mets := metrics.New(func() []sidecar.Task { ts, _ := m.Status(""); return ts }, func() int64 {
+		if b := bus.Load(); b != nil {
+			return b.Lost()
+		}
+		return 0
+	})
+	m = sidecar.New(sidecar.Config{
+		Node: node, MaxTasks: c.Tasks.Max, Move: c.Move.Options(mover.Options{}), Logger: log,
+		OnChange: func(t sidecar.Task) {
+			if b := bus.Load(); b != nil {
+				b.Publish(t)
+			}
+			mets.Observe(t)
+		},
+	})
+
+	var nc *nats.Conn
+	if len(c.NATS.Servers) > 0 {
+		if nc, err = connectNATS(c.NATS, log); err != nil {
+			adminLn.Close()
+			if metricsLn != nil {
+				metricsLn.Close()
+			}
+			return err
+		}
+		defer nc.Drain()
+		b, err := natsapi.Start(ctx, nc, m, natsapi.Config{Prefix: c.NATS.SubjectPrefix, NodeID: top.Myself.ID, Alias: c.NATS.Alias, Addr: node.Addr, Logger: log})
+		if err != nil {
+			adminLn.Close()
+			if metricsLn != nil {
+				metricsLn.Close()
+			}
+			return err
+		}
+		defer b.Close()
+		bus.Store(b)
+		recs, err := b.Records(ctx)
+		if err != nil {
+			log.Warn("task records not read; interrupted tasks are not repaired (run slotmover fix)", "error", err)
+		}
+		for _, rec := range m.Recover(ctx, recs) {
+			b.Publish(rec)
+		}
+	}
+
+	var wg sync.WaitGroup
+	var metricsSrv *http.Server
+	if metricsLn != nil {
+		metricsSrv = &http.Server{Handler: mets.Handler(func(ctx context.Context) error { return client.Ping(ctx).Err() }), ReadHeaderTimeout: 10 * time.Second}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := metricsSrv.Serve(metricsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics server", "error", err)
+			}
+		}()
+	}
+	adminCtx, stopAdmin := context.WithCancel(context.Background())
+	defer stopAdmin()
+	adm := admin.New(admin.Config{Password: c.Admin.Password}, m, log)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := adm.Serve(adminCtx, adminLn); err != nil {
+			log.Error("admin port", "error", err)
+		}
+	}()
+	log.Info("serving", "node", node.Addr, "node_id", top.Myself.ID, "admin", adminLn.Addr().String(),
+		"metrics", c.Metrics.Listen, "nats", strings.Join(c.NATS.Servers, ","), "max_tasks", c.Tasks.Max)
+
+	<-ctx.Done()
+	log.Info("stopping: no new tasks; copies roll back, cutovers finish")
+	gctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	m.Close(gctx)
+	cancel()
+	stopAdmin()
+	if metricsSrv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		metricsSrv.Shutdown(sctx)
+		cancel()
+	}
+	wg.Wait()
+	log.Info("stopped")
+	return nil
+}
+
+// connectNATS connects with the configured credentials. The client
+// reconnects by itself for ever once connected; unreachable at the start,
+// the sidecar does not start (nothing was changed).
+func connectNATS(n config.NATS, log *slog.Logger) (*nats.Conn, error) {
+	opts := []nats.Option{
+		nats.Name("slotmover sidecar"), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected; reconnecting", "error", err) }),
+		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("NATS reconnected", "url", c.ConnectedUrl()) }),
+	}
+	switch {
+	case n.User != "":
+		opts = append(opts, nats.UserInfo(n.User, n.Password))
+	case n.Token != "":
+		opts = append(opts, nats.Token(n.Token))
+	case n.NKeyFile != "":
+		o, err := nats.NkeyOptionFromSeed(n.NKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("NATS nkey: %w", err)
+		}
+		opts = append(opts, o)
+	case n.CredsFile != "":
+		opts = append(opts, nats.UserCredentials(n.CredsFile))
+	}
+	tlsConf, err := n.TLS.Config()
+	if err != nil {
+		return nil, fmt.Errorf("NATS TLS: %w", err)
+	}
+	if tlsConf != nil {
+		opts = append(opts, nats.Secure(tlsConf))
+	}
+	nc, err := nats.Connect(strings.Join(n.Servers, ","), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("NATS %s unreachable: %w (start without --nats to serve the admin port alone)", strings.Join(n.Servers, ","), err)
+	}
+	return nc, nil
+}

@@ -1,0 +1,339 @@
+package tests
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotmover/slotmover/internal/localcluster"
+)
+
+// embeddedNATS runs a NATS server with JetStream on a free loopback port.
+func embeddedNATS(t *testing.T) string {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS server not ready")
+	}
+	return ns.ClientURL()
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// daemon is a `slotmover serve` process.
+type daemon struct {
+	cmd            *exec.Cmd
+	admin, metrics string
+	log            *bytes.Buffer
+}
+
+// startDaemon runs slotmover serve for node with the admin and metrics
+// ports given (free ones if ""), and waits until the admin port answers.
+func startDaemon(t *testing.T, node, natsURL, admin, metrics string) *daemon {
+	t.Helper()
+	if admin == "" {
+		admin = freeAddr(t)
+	}
+	if metrics == "" {
+		metrics = freeAddr(t)
+	}
+	d := &daemon{admin: admin, metrics: metrics, log: &bytes.Buffer{}}
+	args := []string{"serve", "--node", node, "--admin", admin, "--metrics", metrics, "--max-tasks", "2"}
+	if natsURL != "" {
+		args = append(args, "--nats", natsURL)
+	}
+	d.cmd = exec.Command(slotmoverBin, args...)
+	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if d.cmd.ProcessState == nil {
+			d.cmd.Process.Kill()
+			d.cmd.Wait()
+		}
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", d.log)
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if out, err := d.cli(t, "PING"); err == nil && strings.TrimSpace(out) == "PONG" {
+			return d
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon's admin port %s never answered; log:\n%s", admin, d.log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// cli runs the real redis-cli against the admin port; its output is the
+// raw form redis-cli prints when not on a terminal: one value per line.
+func (d *daemon) cli(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(d.admin)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, localcluster.CliBin(), append([]string{"-h", host, "-p", port}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+// field reads a field of the first task in a raw STATUS reply.
+func field(status, name string) string {
+	lines := strings.Split(strings.TrimSpace(status), "\n")
+	for i := 0; i+1 < len(lines); i++ {
+		if strings.TrimSpace(lines[i]) == name {
+			return strings.TrimSpace(lines[i+1])
+		}
+	}
+	return ""
+}
+
+// waitState polls STATUS ID until the task's state is one of want.
+func (d *daemon) waitState(t *testing.T, id string, timeout time.Duration, want ...string) string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		out, err := d.cli(t, "CLUSTER", "MIGRATION", "STATUS", "ID", id)
+		if err != nil {
+			t.Fatalf("STATUS: %v: %s", err, out)
+		}
+		for _, w := range want {
+			if field(out, "state") == w {
+				return out
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s not %v after %s:\n%s", id, want, timeout, out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// scrape returns a metric's value from the daemon's /metrics (-1 if absent).
+func (d *daemon) scrape(t *testing.T, metric string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + d.metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if name, value, ok := strings.Cut(sc.Text(), " "); ok && name == metric {
+			v, _ := strconv.ParseFloat(value, 64)
+			return v
+		}
+	}
+	return -1
+}
+
+// An operator's script with the real redis-cli: IMPORT 0 5460, polled
+// with STATUS, completes while a writer writes; every key is on the
+// target, no acknowledged write is lost; /metrics shows the copy's
+// progress while it runs.
+func TestServeImportWithRedisCli(t *testing.T) {
+	ctx := testContext(t, 3*time.Minute)
+	c := fourMasters(t)
+	cc := c.Client()
+	defer cc.Close()
+	set := mustSlots(t, "0-5460")
+	keys := keysIn(load(t, cc, 20_000, set), set)
+	want, err := localcluster.Capture(ctx, cc, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, c.Nodes[3].Addr, embeddedNATS(t), "", "")
+	w := startWriter(t, c, 2_000_000)
+
+	out, err := d.cli(t, "CLUSTER", "MIGRATION", "IMPORT", "0", "5460")
+	id := strings.TrimSpace(out)
+	if err != nil || len(id) < 8 || strings.Contains(id, "ERR") {
+		t.Fatalf("IMPORT: %v %q", err, out)
+	}
+	var progress []float64
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		status, err := d.cli(t, "CLUSTER", "MIGRATION", "STATUS", "ID", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := d.scrape(t, "slotmover_keys_copied_total"); len(progress) == 0 || v != progress[len(progress)-1] {
+			progress = append(progress, v)
+		}
+		if state := field(status, "state"); state != "running" {
+			if state != "completed" {
+				t.Fatalf("task ended %s:\n%s", state, status)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task still running after 2 minutes")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	w.finish(t)
+	if last := progress[len(progress)-1]; last < float64(len(keys)) {
+		t.Fatalf("keys copied per /metrics: %v, want at least %d at the end", progress, len(keys))
+	}
+	t.Logf("slotmover_keys_copied_total seen during the move: %v", progress)
+	if err := c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	fresh := c.Client()
+	defer fresh.Close()
+	if err := want.Compare(ctx, fresh); err != nil {
+		t.Fatal(err)
+	}
+	if v := d.scrape(t, `slotmover_tasks{state="completed"}`); v != 1 {
+		t.Fatalf("slotmover_tasks{state=completed} = %v", v)
+	}
+	// SIGTERM: a clean exit.
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	if err := d.cmd.Wait(); err != nil {
+		t.Fatalf("daemon after SIGTERM: %v", err)
+	}
+}
+
+// CANCEL during the copy leaves the cluster exactly as it was.
+func TestServeCancelDuringCopy(t *testing.T) {
+	ctx := testContext(t, 3*time.Minute)
+	c := fourMasters(t)
+	cc := c.Client()
+	defer cc.Close()
+	bulkLoad(t, cc, 200_000)
+	before, err := c.Fingerprint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, c.Nodes[3].Addr, "", "", "")
+	out, err := d.cli(t, "CLUSTER", "MIGRATION", "IMPORT", "0", "5460")
+	id := strings.TrimSpace(out)
+	if err != nil || strings.Contains(id, "ERR") {
+		t.Fatalf("IMPORT: %v %q", err, out)
+	}
+	if out, err := d.cli(t, "CLUSTER", "MIGRATION", "CANCEL", "ID", id); err != nil || strings.TrimSpace(out) != "1" {
+		t.Fatalf("CANCEL: %v %q", err, out)
+	}
+	status := d.waitState(t, id, time.Minute, "canceled", "completed", "failed")
+	if field(status, "state") != "canceled" {
+		t.Fatalf("cancelled task:\n%s", status)
+	}
+	if err := c.WaitHealthy(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if after, err := c.Fingerprint(ctx); err != nil || after != before {
+		t.Fatalf("the cancelled import changed the cluster (%v):\nbefore %s\nafter  %s", err, before, after)
+	}
+}
+
+// kill -9 of the daemon in the middle of the copy, then a restart: the
+// task is found in the NATS bucket and repaired with fix's logic (here
+// rolled back); the cluster ends whole, as before the import.
+func TestServeKilledMidCopyIsRepairedOnRestart(t *testing.T) {
+	ctx := testContext(t, 3*time.Minute)
+	c := fourMasters(t)
+	cc := c.Client()
+	defer cc.Close()
+	bulkLoad(t, cc, 300_000)
+	before, err := c.Fingerprint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natsURL := embeddedNATS(t)
+	d := startDaemon(t, c.Nodes[3].Addr, natsURL, "", "")
+	out, err := d.cli(t, "CLUSTER", "MIGRATION", "IMPORT", "0", "5460")
+	id := strings.TrimSpace(out)
+	if err != nil || strings.Contains(id, "ERR") {
+		t.Fatalf("IMPORT: %v %q", err, out)
+	}
+	target := c.Nodes[3].Client()
+	defer target.Close()
+	deadline := time.Now().Add(time.Minute)
+	for target.DBSize(ctx).Val() < 1000 {
+		if time.Now().After(deadline) {
+			t.Fatal("the import never started its snapshot")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	d.cmd.Process.Kill()
+	d.cmd.Wait()
+	if target.DBSize(ctx).Val() == 0 {
+		t.Fatal("the killed import left nothing to repair: the test tests nothing")
+	}
+
+	d2 := startDaemon(t, c.Nodes[3].Addr, natsURL, "", "")
+	status := d2.waitState(t, id, time.Minute, "failed", "completed")
+	if !strings.Contains(field(status, "last_error"), "interrupted") {
+		t.Fatalf("the restarted daemon's record of the task:\n%s", status)
+	}
+	if err := c.WaitHealthy(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if after, err := c.Fingerprint(ctx); err != nil || after != before {
+		t.Fatalf("after the restart's repair (%v):\nbefore %s\nafter  %s", err, before, after)
+	}
+}
+
+// Bad starts change nothing and say why: NATS unreachable, a node that is
+// not there.
+func TestServeRefusesBadStarts(t *testing.T) {
+	c := fourMasters(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--node", c.Nodes[3].Addr, "--admin", freeAddr(t), "--nats", "nats://" + freeAddr(t)}, "unreachable"},
+		{[]string{"--node", freeAddr(t), "--admin", freeAddr(t)}, "the local master"},
+		{[]string{"--admin", freeAddr(t)}, "node.address"},
+	} {
+		code, stdout, stderr := runCLI(t, append([]string{"serve"}, tc.args...)...)
+		if code != 2 || !strings.Contains(stdout+stderr, tc.want) {
+			t.Errorf("serve %v: exit %d, want 2 and %q:\n%s%s", tc.args, code, tc.want, stdout, stderr)
+		}
+	}
+}
+
+// bulkLoad writes n plain keys in the first shard, enough for a copy that
+// lasts a while.
+func bulkLoad(t *testing.T, cc *redis.ClusterClient, n int) {
+	t.Helper()
+	ctx := context.Background()
+	set := mustSlots(t, "0-5460")
+	for start := 0; start < n; start += 10_000 {
+		if _, err := cc.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i := start; i < min(start+10_000, n); i++ {
+				p.Set(ctx, fmt.Sprintf("%s:%d", tagIn(set, i%500), i), strings.Repeat("v", 200), 0)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
