@@ -43,12 +43,15 @@ type Outcome struct {
 	// slots of this move that its give-back returned to the source, and
 	// OwnerProvenOn the masters whose own view, read after the fix, names
 	// the source as the only owner of every slot with no mark on them (the
-	// target's also counting none of their keys). GivenBack: all of it held.
-	CrashArmed, Crashed, GivenBack bool
-	CrashError                     string
-	Repairs                        []string
-	RepairedSlots                  int
-	OwnerProvenOn                  []string
+	// target's also counting none of their keys). Repaired: all of it held.
+	// Forward says fix finished the move instead (Valkey 8, where the
+	// release is guarded): then the target is the owner proven, and the
+	// source the node holding none of the keys.
+	CrashArmed, Crashed, Repaired, Forward bool
+	CrashError                             string
+	Repairs                                []string
+	RepairedSlots                          int
+	OwnerProvenOn                          []string
 }
 
 // Mover carries out one move. The soak does not care how: the library in
@@ -91,12 +94,14 @@ func LibraryMover(base mover.Options) Mover {
 // repaired by mover.Fix for those slots, as an operator would. Fix gives
 // the slots back to the source (the target may lack writes the source made
 // after the fence) and rolls the target back: the move ends rolled back,
-// with Outcome.GivenBack and the crash record filled in from what happened
+// with Outcome.Repaired and the crash record filled in from what happened
 // (the move's error, fix's repairs, every master's own view afterwards),
 // once every master's own view has the source as the owner of every slot
-// and the target holds none of their keys (else it fails). A move armed to
-// crash that ended before its release (a rollback) is reported as it ended.
-// The checker must find no lost write.
+// and the target holds none of their keys (else it fails). Where the
+// release is guarded (Valkey 8), fix finishes the move forward instead:
+// the target is then the owner proven and the move ends moved
+// (Outcome.Forward). A move armed to crash that ended before its release
+// (a rollback) is reported as it ended. The checker must find no lost write.
 func CrashingMover(base mover.Options, every int) Mover {
 	normal := LibraryMover(base)
 	crashing := base
@@ -117,83 +122,97 @@ func CrashingMover(base mover.Options, every int) Mover {
 			return out
 		}
 		out.Crashed = true
+		src := base.Source.With(m.SourceAddr).Client()
+		forward, err := cutover.SetSlotBlocks(ctx, src)
+		src.Close()
+		if err != nil {
+			out.Err = fmt.Errorf("crashed after the release; read the source's version: %w", err)
+			return out
+		}
+		out.Forward = forward
 		// Other moves run meanwhile (their connections are open: Force), on
 		// other slots (Slots keeps the fix off them).
 		repairs, notes, err := mover.Fix(ctx, mover.FixOptions{Seed: base.Source.With(m.TargetAddr), Slots: m.Slots, Force: true, Logger: base.Logger})
 		for _, r := range repairs {
 			out.Repairs = append(out.Repairs, r.String())
-			if r.Kind == mover.RepairGiveBack && r.NodeID == m.SourceID && r.Target == m.TargetID {
-				for _, x := range r.Slots.Slots() {
-					if m.Slots.Contains(x) {
-						out.RepairedSlots++
-					}
-				}
-			}
 		}
 		if err == nil {
-			out.OwnerProvenOn, err = givenBack(ctx, base.Source.With(m.SourceAddr), m, repairs, notes)
+			out.OwnerProvenOn, out.RepairedSlots, err = repaired(ctx, base.Source.With(m.SourceAddr), m, forward, repairs, notes)
 		}
 		if err != nil {
 			out.Err = fmt.Errorf("crashed after the release; fix: %w", err)
 			return out
 		}
 		if base.Logger != nil {
-			base.Logger.Info("soak: move crashed after the release and was given back by fix", "move", m.Seq,
+			base.Logger.Info("soak: move crashed after the release and was repaired by fix", "move", m.Seq, "forward", forward,
 				"slots", out.RepairedSlots, "proven_on", len(out.OwnerProvenOn), "repairs", fmt.Sprint(repairs))
 		}
-		out.Summary.Result, out.Err, out.GivenBack = mover.ResultRolledBack, nil, true
+		out.Summary.Result, out.Err, out.Repaired = mover.ResultRolledBack, nil, true
+		if forward {
+			out.Summary.Result = mover.ResultMoved
+		}
 		return out
 	})
 }
 
-// givenBack checks what fix must have done with a move that crashed after
+// repaired checks what fix must have done with a move that crashed after
 // its release: one give-back of all its slots from the source to the
-// target, after which every master's own view names the source as their
-// owner, with no mark on them, and the target holds none of their keys. It
-// returns the masters whose views it read.
-func givenBack(ctx context.Context, conn mover.Conn, m Move, repairs []mover.Repair, notes []string) ([]string, error) {
+// target (forward: a claim by the target, or none if the target took them
+// over by gossip first, and no give-back), after which every master's own
+// view names the owner (the source; forward, the target) as the only one
+// of every slot, with no mark on them, and the other node holds none of
+// their keys. It returns the masters whose views it read and the number of
+// the move's slots proven so.
+func repaired(ctx context.Context, conn mover.Conn, m Move, forward bool, repairs []mover.Repair, notes []string) ([]string, int, error) {
+	owner, owned, other := m.SourceID, m.SourceAddr, m.TargetID
+	if forward {
+		owner, owned, other = m.TargetID, m.TargetAddr, m.SourceID
+	}
 	gave := false
 	for _, r := range repairs {
-		if r.Kind == mover.RepairGiveBack && r.NodeID == m.SourceID && r.Target == m.TargetID && r.Slots.String() == m.Slots.String() {
+		switch {
+		case r.Kind == mover.RepairGiveBack && forward:
+			return nil, 0, fmt.Errorf("fix gave slots %s back although the release was guarded: %v", r.Slots, repairs)
+		case r.Kind == mover.RepairGiveBack && r.NodeID == m.SourceID && r.Target == m.TargetID && r.Slots.String() == m.Slots.String():
 			gave = true
 		}
 	}
-	if !gave {
-		return nil, fmt.Errorf("no give-back of slots %s from %s among the repairs %v (notes %q)", m.Slots, m.SourceAddr, repairs, notes)
+	if !gave && !forward {
+		return nil, 0, fmt.Errorf("no give-back of slots %s from %s among the repairs %v (notes %q)", m.Slots, m.SourceAddr, repairs, notes)
 	}
 	c := conn.Client()
 	top, err := cluster.Load(ctx, c)
 	c.Close()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var proven []string
 	for _, n := range top.Masters() {
 		nc := conn.With(n.Addr).Client()
 		own, err := cluster.Load(ctx, nc)
 		var counts []int64
-		if err == nil && n.ID == m.TargetID {
+		if err == nil && n.ID == other {
 			counts, err = cluster.CountKeys(ctx, nc, m.Slots.Slots())
 		}
 		nc.Close()
 		if err != nil {
-			return proven, err
+			return proven, 0, err
 		}
 		for _, s := range m.Slots.Slots() {
 			o := own.AssignedTo(s)
-			if o == nil || o.ID != m.SourceID || own.Myself.Importing[s] != "" || own.Myself.Migrating[s] != "" {
-				return proven, fmt.Errorf("after the give-back, %s does not see %s as the only owner of slot %d (owner %v, marks %q %q)",
-					n.Addr, m.SourceAddr, s, o, own.Myself.Importing[s], own.Myself.Migrating[s])
+			if o == nil || o.ID != owner || own.Myself.Importing[s] != "" || own.Myself.Migrating[s] != "" {
+				return proven, 0, fmt.Errorf("after the fix, %s does not see %s as the only owner of slot %d (owner %v, marks %q %q)",
+					n.Addr, owned, s, o, own.Myself.Importing[s], own.Myself.Migrating[s])
 			}
 		}
 		for i, k := range counts {
 			if k > 0 {
-				return proven, fmt.Errorf("after the give-back, the target %s keeps %d keys of slot %d", n.Addr, k, m.Slots.Slots()[i])
+				return proven, 0, fmt.Errorf("after the fix, %s keeps %d keys of slot %d", n.Addr, k, m.Slots.Slots()[i])
 			}
 		}
 		proven = append(proven, n.Addr)
 	}
-	return proven, nil
+	return proven, m.Slots.Len(), nil
 }
 
 // pauseTap passes log records on and notes the write pauses: the summary

@@ -223,13 +223,13 @@ func TestReportCountsCrashesFromOutcomes(t *testing.T) {
 	s := &soak{cfg: &Config{Addr: "127.0.0.1:1"}, t0: t0, moves: []moveRun{
 		run(1, "0-9", Outcome{Summary: moved, Pauses: []Window{{t0, t0.Add(3 * time.Millisecond)}}}),
 		run(2, "10-19", Outcome{Summary: mover.Summary{Result: mover.ResultRolledBack}, CrashArmed: true, Crashed: true,
-			CrashError: cutover.ErrStopped.Error(), GivenBack: true, Repairs: []string{"give-back"}, RepairedSlots: 10,
+			CrashError: cutover.ErrStopped.Error(), Repaired: true, Repairs: []string{"give-back"}, RepairedSlots: 10,
 			OwnerProvenOn: []string{"127.0.0.1:1", "127.0.0.1:2"}}),
 		run(3, "20-29", Outcome{Summary: moved, CrashArmed: true}), // the fault did nothing
 	}}
 	r := s.report(nil, &redirects{}, nil, nil, t0.Add(5*time.Second), t0.Add(6*time.Second), "x")
 	m := r.Moves
-	if m.CrashArmed != 2 || m.Crashed != 1 || m.GivenBack != 1 || m.RepairedSlots != 10 || m.CrashMissed != 1 || m.Moved != 2 || m.RolledBack != 1 {
+	if m.CrashArmed != 2 || m.Crashed != 1 || m.Repaired != 1 || m.RepairedSlots != 10 || m.CrashMissed != 1 || m.Moved != 2 || m.RolledBack != 1 {
 		t.Fatalf("moves report %+v", m)
 	}
 	if e := m.List[1]; !e.Crashed || e.CrashError != cutover.ErrStopped.Error() || e.RepairedSlots != 10 || len(e.OwnerProvenOn) != 2 {

@@ -83,13 +83,15 @@ type MovesReport struct {
 	SlowPauses int         `json:"pauses_over_50ms"`
 	List       []MoveEntry `json:"list"`
 	// CrashArmed moves had the crash fault set (--crash-every); Crashed of
-	// them stopped with it right after the release; GivenBack of those were
-	// given back to their source by fix (they count as rolled back), with
+	// them stopped with it right after the release; Repaired of those were
+	// given back to their source by fix (they count as rolled back), or
+	// Forward of them finished by it (Valkey 8; they count as moved), with
 	// RepairedSlots slots in all. CrashMissed armed moves moved all the
 	// same: the fault did nothing, and the soak fails.
 	CrashArmed    int `json:"crash_armed"`
 	Crashed       int `json:"crashed"`
-	GivenBack     int `json:"given_back"`
+	Repaired      int `json:"repaired"`
+	Forward       int `json:"forward"`
 	RepairedSlots int `json:"repaired_slots"`
 	CrashMissed   int `json:"crash_missed"`
 	// SameSource counts the moved moves that ran while another move from
@@ -120,13 +122,14 @@ type MoveEntry struct {
 	DeltaCommands   int64     `json:"delta_commands"`
 	Error           string    `json:"error,omitempty"`
 	// The crash record (see Outcome): armed to crash; crashed after the
-	// release with CrashError; GivenBack by fix, with Repairs, giving
-	// RepairedSlots back to the source, whose ownership the own views of
-	// the masters OwnerProvenOn showed afterwards.
+	// release with CrashError; Repaired by fix, with Repairs, giving
+	// RepairedSlots back to the source (Forward: to the target), whose
+	// ownership the own views of the masters OwnerProvenOn showed afterwards.
 	CrashArmed    bool     `json:"crash_armed,omitempty"`
 	Crashed       bool     `json:"crashed,omitempty"`
 	CrashError    string   `json:"crash_error,omitempty"`
-	GivenBack     bool     `json:"given_back,omitempty"`
+	Repaired      bool     `json:"repaired,omitempty"`
+	Forward       bool     `json:"forward,omitempty"`
 	Repairs       []string `json:"repairs,omitempty"`
 	RepairedSlots int      `json:"repaired_slots,omitempty"`
 	OwnerProvenOn []string `json:"owner_proven_on,omitempty"`
@@ -224,20 +227,23 @@ func (s *soak) report(workers []*worker, rd *redirects, before, after map[string
 			e.Error = m.out.Err.Error()
 		}
 		o := m.out
-		e.CrashArmed, e.Crashed, e.CrashError, e.GivenBack = o.CrashArmed, o.Crashed, o.CrashError, o.GivenBack
+		e.CrashArmed, e.Crashed, e.CrashError, e.Repaired, e.Forward = o.CrashArmed, o.Crashed, o.CrashError, o.Repaired, o.Forward
 		e.Repairs, e.RepairedSlots, e.OwnerProvenOn = o.Repairs, o.RepairedSlots, o.OwnerProvenOn
 		if e.CrashArmed {
 			r.Moves.CrashArmed++
-			if m.class == classMoved {
+			if m.class == classMoved && !e.Crashed {
 				r.Moves.CrashMissed++
 			}
 		}
 		if e.Crashed {
 			r.Moves.Crashed++
 		}
-		if e.GivenBack {
-			r.Moves.GivenBack++
+		if e.Repaired {
+			r.Moves.Repaired++
 			r.Moves.RepairedSlots += e.RepairedSlots
+		}
+		if e.Forward {
+			r.Moves.Forward++
 		}
 		r.Moves.List = append(r.Moves.List, e)
 		switch m.class {
@@ -399,8 +405,8 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "moved while another move from the same source was in flight: %d\n", m.SameSource)
 	}
 	if m.CrashArmed > 0 {
-		fmt.Fprintf(w, "armed to crash after the release (--crash-every): %d; crashed: %d; given back to their source by fix: %d, %d slots (counted as rolled back); moved all the same: %d\n",
-			m.CrashArmed, m.Crashed, m.GivenBack, m.RepairedSlots, m.CrashMissed)
+		fmt.Fprintf(w, "armed to crash after the release (--crash-every): %d; crashed: %d; repaired by fix: %d, %d slots (given back to their source and counted as rolled back, or finished forward on Valkey 8 and counted as moved: %d); moved all the same: %d\n",
+			m.CrashArmed, m.Crashed, m.Repaired, m.RepairedSlots, m.Forward, m.CrashMissed)
 	}
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  #\tat\tsource\ttarget\tslots\tresult\tpause ms\ttotal ms\tkeys\tbig\tdelta\t\n")
