@@ -116,20 +116,23 @@ func (f *fakeManager) Cancel(id string) ([]sidecar.Task, error) {
 	if f.cancelErr != nil {
 		return nil, f.cancelErr
 	}
+	// As sidecar.Manager says: the tasks it stopped, not those over.
 	var out []sidecar.Task
+	known := false
 	for i := range f.tasks {
 		t := &f.tasks[i]
 		if id != "" && t.ID != id {
 			continue
 		}
-		out = append(out, *t)
+		known = true
 		if t.State == sidecar.StateRunning {
+			out = append(out, *t)
 			f.clock = f.clock.Add(time.Millisecond)
 			t.State, t.Result, t.EndTime = sidecar.StateCanceled, "cancelled", f.clock
 			t.LastError = "cancelled on request"
 		}
 	}
-	if id != "" && len(out) == 0 {
+	if id != "" && !known {
 		return nil, fmt.Errorf("%w: %s", sidecar.ErrUnknownTask, id)
 	}
 	return out, nil

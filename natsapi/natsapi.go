@@ -23,7 +23,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/sidecar"
 	"github.com/slotmover/slotmover/slots"
 )
@@ -298,7 +297,7 @@ var codes = []struct {
 	{sidecar.ErrUnowned, "unowned"},
 	{sidecar.ErrTooManyTasks, "too_many_tasks"},
 	{sidecar.ErrShuttingDown, "shutting_down"},
-	{mover.ErrTooLate, "too_late"},
+	{sidecar.ErrTooLate, "too_late"},
 }
 
 func (s *Server) reply(msg *nats.Msg, tasks []sidecar.Task, err error) {

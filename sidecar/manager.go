@@ -210,8 +210,7 @@ func (l *Local) Status(id string) ([]Task, error) {
 }
 
 // Cancel asks the task with that ID, or every running task for "", to stop
-// and roll back. A task whose source released its slots already goes on
-// to the end: cancelling it alone is an error (mover.ErrTooLate).
+// and roll back, and returns those it stopped (see Manager).
 func (l *Local) Cancel(id string) ([]Task, error) {
 	l.mu.Lock()
 	picked := l.pick(id)
@@ -221,10 +220,19 @@ func (l *Local) Cancel(id string) ([]Task, error) {
 	}
 	var out []Task
 	for _, e := range picked {
-		if e.move != nil { // nil: recovered from an earlier run, over
-			if err := e.move.Cancel(); id != "" && err != nil {
+		if e.move == nil { // recovered from an earlier run: over
+			continue
+		}
+		select {
+		case <-e.move.Done():
+			continue
+		default:
+		}
+		if err := e.move.Cancel(); err != nil {
+			if id != "" {
 				return nil, fmt.Errorf("task %s: %w", id, err)
 			}
+			continue
 		}
 		l.mu.Lock()
 		out = append(out, e.rec)

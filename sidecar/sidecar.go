@@ -10,6 +10,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
 )
 
@@ -61,8 +62,11 @@ type PhaseChange struct {
 func (t Task) Over() bool { return t.State != StateRunning }
 
 // Manager runs the tasks. Import splits slots by their current owners
-// into one task per source and starts them; Status and Cancel take a task
-// ID, or "" for every task.
+// into one task per source and starts them (its ctx bounds the call, not
+// the tasks). Status and Cancel take a task ID, or "" for every task.
+// Cancel returns the tasks it stopped: not those that had ended, nor
+// those whose source had released the slots already, which go on to the
+// end (for one ID, that is ErrTooLate).
 type Manager interface {
 	Import(ctx context.Context, slots *slots.Set) ([]Task, error)
 	Status(id string) ([]Task, error)
@@ -78,4 +82,5 @@ var (
 	ErrUnowned      = errors.New("no master owns these slots")
 	ErrTooManyTasks = errors.New("too many tasks")
 	ErrShuttingDown = errors.New("shutting down: no new tasks")
+	ErrTooLate      = mover.ErrTooLate
 )
