@@ -47,14 +47,11 @@ type Plan struct {
 	// one SETSLOT goes right after its transaction, and the source and the
 	// other masters are told the new owner after the unpause.
 	SetSlotBlocks bool
-	// StopAfterRelease is a fault for tests: Switch returns ErrStopped right
-	// after the source's release, as if the process died there: no claim,
-	// no unpause (the pause runs out by itself).
-	StopAfterRelease bool
+	// AfterRelease, if set, runs right after the source's release; an
+	// error from it ends Switch there, as if the process died: no claim,
+	// no unpause (the pause runs out by itself). For tests.
+	AfterRelease func() error
 }
-
-// ErrStopped is what Switch returns with Plan.StopAfterRelease.
-var ErrStopped = errors.New("stopped after the release (fault)")
 
 // Fence waits until every byte of the source's stream up to off has been
 // applied on the target and acknowledged.
@@ -274,8 +271,10 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 	res.Released = true
 	res.ReleaseOffset = relOff
 	freeze(relOff)
-	if p.StopAfterRelease {
-		return res, ErrStopped
+	if p.AfterRelease != nil {
+		if err := p.AfterRelease(); err != nil {
+			return res, err
+		}
 	}
 
 	if relOff != off {

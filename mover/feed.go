@@ -344,8 +344,8 @@ func (f *feeder) applyOne(ctx context.Context, u *stream.Command) error {
 	if u.Class != stream.ClassKeyed || !f.opts.Slots.Contains(u.Slot) {
 		return nil
 	}
-	if n := f.stats.delta.Add(1); n == f.opts.Faults.DropDelta {
-		f.log.Warn("fault: dropping a stream command", "command", u.Name(), "offset", u.Start)
+	f.stats.delta.Add(1)
+	if h := f.opts.Hooks.Delta; h != nil && !h(u) {
 		return nil
 	}
 	keys := distinctKeys(u)

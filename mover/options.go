@@ -9,6 +9,7 @@ import (
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/slots"
+	"github.com/slotmover/slotmover/stream"
 )
 
 // Options configure one move. Zero values take the defaults below.
@@ -57,19 +58,24 @@ type Options struct {
 	// Progress, if set, is called about twice a second from the task's goroutine.
 	Progress func(Progress)
 
-	// Faults break the move on purpose, so that tests can show their
-	// checkers catch a broken mover. Never set them in production.
-	Faults Faults
+	// Hooks let tests watch a move and break it on purpose; production
+	// leaves them unset.
+	Hooks Hooks
 }
 
-// Faults are deliberate bugs for checker tests.
-type Faults struct {
-	DropDelta int64 // drop the Nth command applied from the stream (1-based; 0 for none)
-	SkipFence bool  // switch ownership without waiting for the target to catch up
-	// CrashAfterRelease stops the move right after the source released the
-	// slots, as a crash there would: no claim, no unpause, no cleanup
-	// (the move ends stuck; slotmover fix finishes it).
-	CrashAfterRelease bool
+// Hooks are calls a test installs into a move; each is optional.
+type Hooks struct {
+	// OnCutover is called after each cutover attempt with its result.
+	OnCutover func(cutover.Result, error)
+	// AfterRelease runs right after the source released the slots; an
+	// error ends the move there, as a crash would: no claim, no unpause,
+	// no cleanup (the move ends stuck; slotmover fix finishes it).
+	AfterRelease func() error
+	// Fence wraps the wait for the target to catch up with the source.
+	Fence func(cutover.Fence) cutover.Fence
+	// Delta is asked about each stream command of the chosen slots before
+	// it is applied; false drops it.
+	Delta func(*stream.Command) bool
 }
 
 // Defaults.

@@ -485,33 +485,43 @@ func (t *task) waitTick(ctx context.Context) error {
 	}
 }
 
+// fence waits until the target has applied the stream up to off, and
+// checks what else must hold before the source lets go of its copies.
+func (t *task) fence(f *feeder) cutover.Fence {
+	fence := func(ctx context.Context, off int64) error {
+		if err := f.app.Wait(ctx, off); err != nil {
+			return err
+		}
+		// The last look before the source lets go of its copies.
+		if err := noNewEvictions(ctx, t.p.target, t.evictedBefore); err != nil {
+			return err
+		}
+		// Keys waiting for a resync are not on the target yet; their
+		// marker cannot reach the paused source. Nor can a resync of
+		// keys the target expired before the stream reached them.
+		if n := f.deferredCount.Load() + int64(f.app.Gone()); n > 0 {
+			return fmt.Errorf("%w: %d keys wait for a resync", cutover.ErrFenceMissed, n)
+		}
+		return nil
+	}
+	if h := t.opts.Hooks.Fence; h != nil {
+		return h(fence)
+	}
+	return fence
+}
+
 // cutover makes one attempt at the switch (cutover.Switch).
 func (t *task) cutover(ctx context.Context) (Event, error) {
 	f := t.copy.f
 	res, err := cutover.Switch(ctx, cutover.Nodes{
 		Source: t.p.source, Target: t.p.target, SourceID: t.p.sourceID, TargetID: t.p.targetID, Others: t.p.others,
 	}, cutover.Plan{Slots: t.opts.Slots, PauseBudget: t.opts.PauseBudget, FenceTimeout: t.opts.FenceTimeout,
-		SetSlotBlocks: t.p.setSlotBlocks, StopAfterRelease: t.opts.Faults.CrashAfterRelease},
-		func(ctx context.Context, off int64) error {
-			if t.opts.Faults.SkipFence {
-				return nil
-			}
-			if err := f.app.Wait(ctx, off); err != nil {
-				return err
-			}
-			// The last look before the source lets go of its copies.
-			if err := noNewEvictions(ctx, t.p.target, t.evictedBefore); err != nil {
-				return err
-			}
-			// Keys waiting for a resync are not on the target yet; their
-			// marker cannot reach the paused source. Nor can a resync of
-			// keys the target expired before the stream reached them.
-			if n := f.deferredCount.Load() + int64(f.app.Gone()); n > 0 {
-				return fmt.Errorf("%w: %d keys wait for a resync", cutover.ErrFenceMissed, n)
-			}
-			return nil
-		},
+		SetSlotBlocks: t.p.setSlotBlocks, AfterRelease: t.opts.Hooks.AfterRelease},
+		t.fence(f),
 		f.freeze)
+	if h := t.opts.Hooks.OnCutover; h != nil {
+		h(res, err)
+	}
 	t.sum.CatchupMS = time.Since(t.copy.catchupStart).Milliseconds()
 	t.sum.CutoverAttempts = t.m.Attempts()
 	t.sum.PauseMS = float64(res.Pause.Microseconds()) / 1000

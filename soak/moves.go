@@ -38,7 +38,7 @@ type Outcome struct {
 	Pauses []Window
 	// The crash record of CrashingMover. CrashArmed says it set the crash
 	// fault for this move; Crashed that the move then returned the crash
-	// error (cutover.ErrStopped, in CrashError) and ended stuck, right after
+	// error (ErrCrashed, in CrashError) and ended stuck, right after
 	// the source's release. Repairs are what fix did then, RepairedSlots the
 	// slots of this move that its give-back returned to the source, and
 	// OwnerProvenOn the masters whose own view, read after the fix, names
@@ -69,8 +69,9 @@ type MoverFunc func(ctx context.Context, m Move) Outcome
 func (f MoverFunc) Move(ctx context.Context, m Move) Outcome { return f(ctx, m) }
 
 // LibraryMover moves with mover.Run in this process. base supplies
-// credentials, tunables, faults and the logger; each move sets the nodes,
-// the slots and the task ID.
+// credentials, tunables, hooks and the logger; each move sets the nodes,
+// the slots and the task ID. The write pauses come from the move's
+// OnCutover hook.
 func LibraryMover(base mover.Options) Mover {
 	return MoverFunc(func(ctx context.Context, m Move) Outcome {
 		opts := base
@@ -81,12 +82,30 @@ func LibraryMover(base mover.Options) Mover {
 		if logger == nil {
 			logger = slog.Default()
 		}
-		tap := &pauseTap{next: logger.Handler(), shared: &tapState{}}
-		opts.Logger = slog.New(tap).With("move", m.Seq)
+		opts.Logger = logger.With("move", m.Seq)
+		var mu sync.Mutex
+		var pauses []Window
+		next := base.Hooks.OnCutover
+		opts.Hooks.OnCutover = func(res cutover.Result, err error) {
+			if res.Pause > 0 {
+				end := time.Now()
+				mu.Lock()
+				pauses = append(pauses, Window{Start: end.Add(-res.Pause), End: end})
+				mu.Unlock()
+			}
+			if next != nil {
+				next(res, err)
+			}
+		}
 		sum, err := mover.Run(ctx, opts)
-		return Outcome{Summary: sum, Err: err, Pauses: tap.windows()}
+		mu.Lock()
+		defer mu.Unlock()
+		return Outcome{Summary: sum, Err: err, Pauses: pauses}
 	})
 }
+
+// ErrCrashed is what CrashingMover's moves return where they crash.
+var ErrCrashed = errors.New("crashed right after the release (test hook)")
 
 // CrashingMover is LibraryMover whose every nth move stops right after the
 // source released the slots, as a crash there would (the source's pause
@@ -105,7 +124,7 @@ func LibraryMover(base mover.Options) Mover {
 func CrashingMover(base mover.Options, every int) Mover {
 	normal := LibraryMover(base)
 	crashing := base
-	crashing.Faults.CrashAfterRelease = true
+	crashing.Hooks.AfterRelease = func() error { return ErrCrashed }
 	crash := LibraryMover(crashing)
 	return MoverFunc(func(ctx context.Context, m Move) Outcome {
 		if every <= 0 || m.Seq%every != 0 {
@@ -116,7 +135,7 @@ func CrashingMover(base mover.Options, every int) Mover {
 		if out.Err != nil {
 			out.CrashError = out.Err.Error()
 		}
-		if !errors.Is(out.Err, cutover.ErrStopped) || out.Summary.Result != mover.ResultStuck {
+		if !errors.Is(out.Err, ErrCrashed) || out.Summary.Result != mover.ResultStuck {
 			// It ended before the release (nothing to fix), or failed in
 			// another way, which the soak reports as it is.
 			return out
@@ -213,57 +232,6 @@ func repaired(ctx context.Context, conn mover.Conn, m Move, forward bool, repair
 		proven = append(proven, n.Addr)
 	}
 	return proven, m.Slots.Len(), nil
-}
-
-// pauseTap passes log records on and notes the write pauses: the summary
-// gives only the last pause's length, while the mover's record of each
-// cutover attempt carries its length and when it ended. If that record
-// changes, the report just has no pause windows.
-type pauseTap struct {
-	next   slog.Handler
-	shared *tapState // one per move, shared by the handlers derived from it
-}
-
-type tapState struct {
-	mu     sync.Mutex
-	pauses []Window
-}
-
-func (t *pauseTap) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= slog.LevelInfo || t.next.Enabled(ctx, l)
-}
-
-func (t *pauseTap) Handle(ctx context.Context, r slog.Record) error {
-	if r.Message == "cutover attempt" {
-		r.Attrs(func(a slog.Attr) bool {
-			if a.Key == "pause" && a.Value.Kind() == slog.KindDuration && a.Value.Duration() > 0 {
-				st := t.shared
-				st.mu.Lock()
-				st.pauses = append(st.pauses, Window{Start: r.Time.Add(-a.Value.Duration()), End: r.Time})
-				st.mu.Unlock()
-				return false
-			}
-			return true
-		})
-	}
-	if !t.next.Enabled(ctx, r.Level) {
-		return nil
-	}
-	return t.next.Handle(ctx, r)
-}
-
-func (t *pauseTap) WithAttrs(as []slog.Attr) slog.Handler {
-	return &pauseTap{next: t.next.WithAttrs(as), shared: t.shared}
-}
-
-func (t *pauseTap) WithGroup(name string) slog.Handler {
-	return &pauseTap{next: t.next.WithGroup(name), shared: t.shared}
-}
-
-func (t *pauseTap) windows() []Window {
-	t.shared.mu.Lock()
-	defer t.shared.mu.Unlock()
-	return slices.Clone(t.shared.pauses)
 }
 
 // Classes of move outcomes in the report.

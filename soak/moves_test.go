@@ -2,14 +2,12 @@ package soak
 
 import (
 	"bytes"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/slotmover/slotmover/cluster"
-	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
 )
@@ -162,23 +160,6 @@ func TestSpans(t *testing.T) {
 	}
 }
 
-func TestPauseTapNotesPauses(t *testing.T) {
-	var buf bytes.Buffer
-	next := slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn})
-	tap := &pauseTap{next: next, shared: &tapState{}}
-	log := slog.New(tap).With("move", 1).With("task", "x")
-	log.Info("cutover attempt", "attempt", 1, "pause", 3*time.Millisecond, "released", true)
-	log.Info("transition", "pause", time.Second) // not a cutover attempt
-	log.Warn("kept")
-	ws := tap.windows()
-	if len(ws) != 1 || ws[0].End.Sub(ws[0].Start) != 3*time.Millisecond {
-		t.Fatalf("pause windows %v", ws)
-	}
-	if s := buf.String(); strings.Contains(s, "cutover attempt") || !strings.Contains(s, "kept") || !strings.Contains(s, "move=1") {
-		t.Fatalf("the wrapped handler's level or attributes were not kept: %q", s)
-	}
-}
-
 // With PickSameSource a move in flight lends its source to the next one.
 func TestPickSameSourceOverlapsMovesFromOneSource(t *testing.T) {
 	top, err := cluster.Parse(nodesText)
@@ -223,7 +204,7 @@ func TestReportCountsCrashesFromOutcomes(t *testing.T) {
 	s := &soak{cfg: &Config{Addr: "127.0.0.1:1"}, t0: t0, moves: []moveRun{
 		run(1, "0-9", Outcome{Summary: moved, Pauses: []Window{{t0, t0.Add(3 * time.Millisecond)}}}),
 		run(2, "10-19", Outcome{Summary: mover.Summary{Result: mover.ResultRolledBack}, CrashArmed: true, Crashed: true,
-			CrashError: cutover.ErrStopped.Error(), Repaired: true, Repairs: []string{"give-back"}, RepairedSlots: 10,
+			CrashError: ErrCrashed.Error(), Repaired: true, Repairs: []string{"give-back"}, RepairedSlots: 10,
 			OwnerProvenOn: []string{"127.0.0.1:1", "127.0.0.1:2"}}),
 		run(3, "20-29", Outcome{Summary: moved, CrashArmed: true}), // the fault did nothing
 	}}
@@ -232,7 +213,7 @@ func TestReportCountsCrashesFromOutcomes(t *testing.T) {
 	if m.CrashArmed != 2 || m.Crashed != 1 || m.Repaired != 1 || m.RepairedSlots != 10 || m.CrashMissed != 1 || m.Moved != 2 || m.RolledBack != 1 {
 		t.Fatalf("moves report %+v", m)
 	}
-	if e := m.List[1]; !e.Crashed || e.CrashError != cutover.ErrStopped.Error() || e.RepairedSlots != 10 || len(e.OwnerProvenOn) != 2 {
+	if e := m.List[1]; !e.Crashed || e.CrashError != ErrCrashed.Error() || e.RepairedSlots != 10 || len(e.OwnerProvenOn) != 2 {
 		t.Fatalf("crashed move's entry %+v", e)
 	}
 	if e := m.List[0]; len(e.AttemptPausesMS) != 1 || e.AttemptPausesMS[0] != 3 {
@@ -243,7 +224,7 @@ func TestReportCountsCrashesFromOutcomes(t *testing.T) {
 	}
 	var b bytes.Buffer
 	r.WriteText(&b)
-	for _, want := range []string{"move 2 crashed: " + cutover.ErrStopped.Error(), "giving back 10 of its 10 slots", "own view of 2 masters", "move 3 was armed to crash after the release but ended moved"} {
+	for _, want := range []string{"move 2 crashed: " + ErrCrashed.Error(), "giving back 10 of its 10 slots", "own view of 2 masters", "move 3 was armed to crash after the release but ended moved"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("the text report lacks %q:\n%s", want, b.String())
 		}

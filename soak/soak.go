@@ -78,9 +78,6 @@ type Config struct {
 	// Mover carries out the moves; nil for LibraryMover with the settings
 	// here.
 	Mover Mover
-	// Faults break the default mover on purpose, so that tests can show the
-	// checker catches a broken mover. The CLI never sets them.
-	Faults mover.Faults
 }
 
 // ConfigError is a configuration or cluster that a soak cannot run on.
@@ -168,7 +165,6 @@ func (c *Config) normalize() error {
 			Source: mover.Conn{Username: c.Username, Password: c.Password},
 			Target: mover.Conn{Username: c.Username, Password: c.Password},
 			Logger: c.Logger,
-			Faults: c.Faults,
 		})
 	}
 	return nil

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +41,7 @@ func TestFixFinishesAGuardedReleaseForward(t *testing.T) {
 		Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
 		Slots: set, Logger: testLogger(t),
 	}
-	opts.Faults.CrashAfterRelease = true
+	opts.Hooks.AfterRelease = func() error { return errCrash }
 	if sum, err := mover.Run(ctx, opts); err == nil {
 		t.Fatalf("the move with a crash after its release ended %s with no error", sum.Result)
 	}
@@ -77,3 +78,5 @@ func TestFixFinishesAGuardedReleaseForward(t *testing.T) {
 		t.Fatalf("second fix: exit %d\n%s", code, stdout)
 	}
 }
+
+var errCrash = errors.New("crashed right after the release (test hook)")

@@ -3,7 +3,6 @@ package tests
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"os"
 	"slices"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/soak"
+	"github.com/slotmover/slotmover/stream"
 	"github.com/slotmover/slotmover/tests/harness"
 )
 
@@ -281,13 +281,23 @@ func brokenSoak(t *testing.T, c *localcluster.Cluster, mv soak.Mover, duration t
 	return rep
 }
 
+// dropSecond is a Delta hook that drops the second stream command a move
+// would apply.
+func dropSecond() func(*stream.Command) bool {
+	var n atomic.Int64
+	return func(*stream.Command) bool { return n.Add(1) != 2 }
+}
+
 // A mover that drops one command of the replication stream per move (the
 // second one it would apply to the target) loses that write: the checker
 // must say so.
 func TestSoakCatchesDroppedDelta(t *testing.T) {
 	c := soakCluster(t)
 	log := testLogger(t)
-	rep := brokenSoak(t, c, soak.LibraryMover(mover.Options{Logger: log, Faults: mover.Faults{DropDelta: 2}}), 10*time.Second, 5)
+	mv := soak.MoverFunc(func(ctx context.Context, m soak.Move) soak.Outcome {
+		return soak.LibraryMover(mover.Options{Logger: log, Hooks: mover.Hooks{Delta: dropSecond()}}).Move(ctx, m)
+	})
+	rep := brokenSoak(t, c, mv, 10*time.Second, 5)
 	dropped := 0
 	for _, e := range rep.Moves.List {
 		if e.Class == "moved" && e.DeltaCommands >= 2 {
@@ -309,7 +319,7 @@ func TestSoakCatchesSkippedFence(t *testing.T) {
 	c := soakCluster(t)
 	log := testLogger(t)
 	var stalls atomic.Int64
-	mv := stallingMover(mover.Options{Logger: log, Faults: mover.Faults{SkipFence: true}}, targetStall, &stalls)
+	mv := stallingMover(mover.Options{Logger: log}, true, targetStall, &stalls)
 	rep := brokenSoak(t, c, mv, 10*time.Second, 5)
 	if n := stalls.Load(); n < int64(rep.Moves.Moved) {
 		t.Errorf("the target stalled at %d cutovers of %d moved moves", n, rep.Moves.Moved)
@@ -323,59 +333,33 @@ func TestSoakCatchesSkippedFence(t *testing.T) {
 const targetStall = 80 * time.Millisecond
 
 // stallingMover is LibraryMover with base whose target stalls for d as
-// each cutover attempt begins: CLIENT PAUSE <d> WRITE there holds the
-// move's stream (its writes), while reads and the claim's CLUSTER commands,
-// which are no writes on Redis 7.0, go through. A mover that waits for the
-// fence waits until the stream is applied; one that does not lets clients
-// read the target before the writes the source acknowledged are there, and
-// closes its connection with them still unapplied. stalls counts them.
-func stallingMover(base mover.Options, d time.Duration, stalls *atomic.Int64) soak.Mover {
+// each cutover attempt begins (reported to Progress, before the source is
+// paused): CLIENT PAUSE <d> WRITE there holds the move's stream (its
+// writes), while reads and the claim's CLUSTER commands, which are no
+// writes on Redis 7.0, go through. With skip, a hook around the fence
+// skips the wait for it (a broken mover): clients then read the target
+// before the writes the source acknowledged are there. stalls counts the
+// stalls.
+func stallingMover(base mover.Options, skip bool, d time.Duration, stalls *atomic.Int64) soak.Mover {
 	return soak.MoverFunc(func(ctx context.Context, m soak.Move) soak.Outcome {
 		opts := base
-		opts.Logger = slog.New(&stallHandler{next: base.Logger.Handler(), addr: m.TargetAddr, d: d, stalls: stalls})
+		opts.Progress = func(p mover.Progress) {
+			if p.Phase != mover.PhaseCutover {
+				return
+			}
+			cl := redis.NewClient(&redis.Options{Addr: m.TargetAddr})
+			if err := cl.Do(ctx, "CLIENT", "PAUSE", d.Milliseconds(), "WRITE").Err(); err == nil {
+				stalls.Add(1)
+			}
+			cl.Close()
+		}
+		if skip {
+			opts.Hooks.Fence = func(cutover.Fence) cutover.Fence {
+				return func(context.Context, int64) error { return nil }
+			}
+		}
 		return soak.LibraryMover(opts).Move(ctx, m)
 	})
-}
-
-// stallHandler pauses the target's writes when the move's log says it
-// enters the cutover, before the move pauses its source.
-type stallHandler struct {
-	next   slog.Handler
-	addr   string
-	d      time.Duration
-	stalls *atomic.Int64
-}
-
-func (h *stallHandler) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= slog.LevelInfo || h.next.Enabled(ctx, l)
-}
-
-func (h *stallHandler) Handle(ctx context.Context, r slog.Record) error {
-	if r.Message == "transition" {
-		r.Attrs(func(a slog.Attr) bool {
-			if a.Key == "to" && a.Value.String() == string(mover.PhaseCutover) {
-				cl := redis.NewClient(&redis.Options{Addr: h.addr})
-				if err := cl.Do(ctx, "CLIENT", "PAUSE", h.d.Milliseconds(), "WRITE").Err(); err == nil {
-					h.stalls.Add(1)
-				}
-				cl.Close()
-				return false
-			}
-			return true
-		})
-	}
-	if !h.next.Enabled(ctx, r.Level) {
-		return nil
-	}
-	return h.next.Handle(ctx, r)
-}
-
-func (h *stallHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return &stallHandler{next: h.next.WithAttrs(as), addr: h.addr, d: h.d, stalls: h.stalls}
-}
-
-func (h *stallHandler) WithGroup(name string) slog.Handler {
-	return &stallHandler{next: h.next.WithGroup(name), addr: h.addr, d: h.d, stalls: h.stalls}
 }
 
 // Moves that die right after the source released the slots (no claim, the
@@ -426,7 +410,7 @@ func TestSoakCrashedMovesAreFixed(t *testing.T) {
 			// It ended before its release (a rollback): allowed, but not
 			// moved, which would mean the fault did nothing.
 			notReached++
-			if e.Class != "rolled_back" || e.CrashError == "" || strings.Contains(e.CrashError, cutover.ErrStopped.Error()) {
+			if e.Class != "rolled_back" || e.CrashError == "" || strings.Contains(e.CrashError, soak.ErrCrashed.Error()) {
 				t.Errorf("move %d was armed to crash after the release but did not crash: class %s, error %q", e.Seq, e.Class, e.CrashError)
 			}
 			continue
@@ -435,7 +419,7 @@ func TestSoakCrashedMovesAreFixed(t *testing.T) {
 		repaired += e.RepairedSlots
 		// What happened, as recorded: the crash error, a give-back of every
 		// slot of the move by fix, the ownership read from the servers.
-		if !strings.Contains(e.CrashError, cutover.ErrStopped.Error()) {
+		if !strings.Contains(e.CrashError, soak.ErrCrashed.Error()) {
 			t.Errorf("move %d counted as crashed, but it returned %q, not the crash error", e.Seq, e.CrashError)
 		}
 		want := "rolled_back"
