@@ -3,8 +3,6 @@ package mover
 import (
 	"hash/maphash"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // The target is a master: it expires keys by its own clock, where a
@@ -15,10 +13,10 @@ import (
 // target); the extension then finds no key, and a later INCR or HSET makes
 // a new one without a TTL. So can a key that expired before the snapshot
 // reached it. Commands on such keys of the snapshot are sent through
-// guardScript, which runs them only if the key still exists on the target
-// and else answers goneReply: the key is then read again from the source
-// (a resync), which holds every command on it up to that point, and is
-// guarded no more. Keys that the stream or a resync gives a TTL reach the
+// apply.GuardScript, which runs them only if the key still exists on the
+// target and else answers that it is gone: the key is then read again from
+// the source (a resync), which holds every command on it up to that point,
+// and is guarded no more. Keys that the stream or a resync gives a TTL reach the
 // target within the catch-up's lag of milliseconds, and are not guarded:
 // guarding them would turn every short-lived key (a rate limiter's) into a
 // resync.
@@ -27,23 +25,6 @@ import (
 // last copied or set, is less than this far ahead. Past it, a move would
 // have to run longer than this for the race to happen.
 const expiryHorizon = 10 * time.Minute
-
-// guardScript runs ARGV as a command on KEYS[1] if that key exists on the
-// target (an expired key is deleted by the EXISTS itself), else returns
-// goneReply.
-var guardScript = redis.NewScript(`if redis.call('EXISTS', KEYS[1]) == 0 then return '` + goneReply + `' end
-return redis.call(unpack(ARGV))`)
-
-const (
-	goneReply  = "slotmover:gone"
-	goneHeader = "$14" // a bulk string of len(goneReply) bytes
-)
-
-var (
-	argEvalSHA = []byte("EVALSHA")
-	argOne     = []byte("1")
-	guardSHA   = []byte(guardScript.Hash())
-)
 
 // expiring is the set of keys to guard, by a hash of their names (a
 // collision only guards a key that needs none), with the expiry time last

@@ -17,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotmover/slotmover/apply"
 	"github.com/slotmover/slotmover/rdbparse"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/stream"
@@ -33,7 +34,7 @@ type feeder struct {
 	clock    *sourceClock // the source's clock, for relative TTLs
 
 	link          *stream.Link
-	app           *Applier
+	app           *apply.Applier
 	keyTable      *stream.KeyTable
 	targetVersion int
 
@@ -76,7 +77,7 @@ func (f *feeder) run(ctx context.Context, snapDone chan<- struct{}) error {
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	close(snapDone)
-	if err := guardScript.Load(ctx, f.target).Err(); err != nil {
+	if err := apply.GuardScript.Load(ctx, f.target).Err(); err != nil {
 		return fmt.Errorf("load the expiry guard on the target: %w", err)
 	}
 

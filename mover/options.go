@@ -12,6 +12,9 @@ import (
 	"github.com/slotmover/slotmover/stream"
 )
 
+// Conn says how to reach a Redis node.
+type Conn = cluster.Conn
+
 // Options configure one move. Zero values take the defaults below.
 type Options struct {
 	TaskID         string // "" for a random one

@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotmover/slotmover/apply"
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/internal/info"
@@ -100,7 +101,7 @@ type task struct {
 
 	mu   sync.Mutex // guards link and app for progress reports
 	link *stream.Link
-	app  *Applier
+	app  *apply.Applier
 
 	stats         copyStats
 	lag           atomic.Int64
@@ -320,7 +321,7 @@ func (t *task) startCopy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	app, err := Dial(ctx, t.opts.Target, t.opts.Window, -1)
+	app, err := apply.Dial(ctx, t.opts.Target, t.opts.Window, -1)
 	if err != nil {
 		link.Close()
 		return err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/fix"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
 )
@@ -332,7 +333,7 @@ func (l *Local) Recover(ctx context.Context, recs []Task) []Task {
 	return out
 }
 
-// repair finishes or undoes an interrupted task with mover.Fix.
+// repair finishes or undoes an interrupted task with fix.Run.
 func (l *Local) repair(ctx context.Context, rec Task) Task {
 	rec.EndTime = time.Now()
 	rec.State = StateFailed
@@ -341,7 +342,7 @@ func (l *Local) repair(ctx context.Context, rec Task) Task {
 		rec.LastError = fmt.Sprintf("interrupted; its slots %q cannot be read: %v", rec.Slots, err)
 		return rec
 	}
-	repairs, _, err := mover.Fix(ctx, mover.FixOptions{Seed: l.cfg.Node, Slots: set, Cleanup: l.cfg.Move.Cleanup, Logger: l.log})
+	repairs, _, err := fix.Run(ctx, fix.Options{Seed: l.cfg.Node, Slots: set, Cleanup: l.cfg.Move.Cleanup, Logger: l.log})
 	if err != nil {
 		rec.LastError = fmt.Sprintf("interrupted; fix could not repair it (run slotmover fix --node %s --slots %s): %v", l.cfg.Node.Addr, rec.Slots, err)
 		return rec

@@ -14,6 +14,7 @@ import (
 
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/cutover"
+	"github.com/slotmover/slotmover/fix"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
 )
@@ -110,7 +111,7 @@ var ErrCrashed = errors.New("crashed right after the release (test hook)")
 // CrashingMover is LibraryMover whose every nth move stops right after the
 // source released the slots, as a crash there would (the source's pause
 // runs out by itself, nothing is claimed or cleaned up), and is then
-// repaired by mover.Fix for those slots, as an operator would. Fix gives
+// repaired by fix.Run for those slots, as an operator would. Fix gives
 // the slots back to the source (the target may lack writes the source made
 // after the fence) and rolls the target back: the move ends rolled back,
 // with Outcome.Repaired and the crash record filled in from what happened
@@ -151,7 +152,7 @@ func CrashingMover(base mover.Options, every int) Mover {
 		out.Forward = forward
 		// Other moves run meanwhile (their connections are open: Force), on
 		// other slots (Slots keeps the fix off them).
-		repairs, notes, err := mover.Fix(ctx, mover.FixOptions{Seed: base.Source.With(m.TargetAddr), Slots: m.Slots, Force: true, Logger: base.Logger})
+		repairs, notes, err := fix.Run(ctx, fix.Options{Seed: base.Source.With(m.TargetAddr), Slots: m.Slots, Force: true, Logger: base.Logger})
 		for _, r := range repairs {
 			out.Repairs = append(out.Repairs, r.String())
 		}
@@ -182,7 +183,7 @@ func CrashingMover(base mover.Options, every int) Mover {
 // of every slot, with no mark on them, and the other node holds none of
 // their keys. It returns the masters whose views it read and the number of
 // the move's slots proven so.
-func repaired(ctx context.Context, conn mover.Conn, m Move, forward bool, repairs []mover.Repair, notes []string) ([]string, int, error) {
+func repaired(ctx context.Context, conn mover.Conn, m Move, forward bool, repairs []fix.Repair, notes []string) ([]string, int, error) {
 	owner, owned, other := m.SourceID, m.SourceAddr, m.TargetID
 	if forward {
 		owner, owned, other = m.TargetID, m.TargetAddr, m.SourceID
@@ -190,9 +191,9 @@ func repaired(ctx context.Context, conn mover.Conn, m Move, forward bool, repair
 	gave := false
 	for _, r := range repairs {
 		switch {
-		case r.Kind == mover.RepairGiveBack && forward:
+		case r.Kind == fix.RepairGiveBack && forward:
 			return nil, 0, fmt.Errorf("fix gave slots %s back although the release was guarded: %v", r.Slots, repairs)
-		case r.Kind == mover.RepairGiveBack && r.NodeID == m.SourceID && r.Target == m.TargetID && r.Slots.String() == m.Slots.String():
+		case r.Kind == fix.RepairGiveBack && r.NodeID == m.SourceID && r.Target == m.TargetID && r.Slots.String() == m.Slots.String():
 			gave = true
 		}
 	}

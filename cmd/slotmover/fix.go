@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/slotmover/slotmover/cutover"
+	"github.com/slotmover/slotmover/fix"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
 )
@@ -50,13 +51,13 @@ func fixCmd(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	repairs, notes, err := mover.Fix(ctx, mover.FixOptions{
+	repairs, notes, err := fix.Run(ctx, fix.Options{
 		Seed: seed, Slots: only, DryRun: *dryRun, Force: *force, Cleanup: cutover.Pace{Batch: *batch, Sleep: *sleep}, Logger: log,
 	})
 	var refused *mover.InputError
 	verb := "done"
 	switch {
-	case errors.Is(err, mover.ErrConflict):
+	case errors.Is(err, fix.ErrConflict):
 		verb = "not done (refused)"
 	case *dryRun:
 		verb = "to do"

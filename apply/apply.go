@@ -1,4 +1,7 @@
-package mover
+// Package apply writes to the target: one connection, commands pipelined
+// with a bounded window, every reply checked in order, and the replication
+// offset through which the target has applied everything.
+package apply
 
 import (
 	"bufio"
@@ -12,9 +15,6 @@ import (
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/internal/resp"
 )
-
-// Conn says how to reach a Redis node.
-type Conn = cluster.Conn
 
 // Applier writes commands to the target over one connection, pipelined with a
 // bounded window of unanswered commands, and checks every reply in order.
@@ -37,7 +37,7 @@ type Applier struct {
 	head     int
 	inflight int
 	acked    int64
-	gone     [][]byte // keys a guarded command found gone (see guardScript)
+	gone     [][]byte // keys a guarded command found gone (see GuardScript)
 	err      error
 
 	stop chan struct{}
@@ -50,12 +50,12 @@ type pending struct {
 	reply bool
 	end   int64  // offset acknowledged with this entry; 0 for none
 	label string // what the command was, for errors
-	guard []byte // the key, for a command sent through guardScript
+	guard []byte // the key, for a command sent through GuardScript
 }
 
 // Dial connects to the target and authenticates. start is the offset that
 // counts as acknowledged before anything is sent.
-func Dial(ctx context.Context, c Conn, window int, start int64) (*Applier, error) {
+func Dial(ctx context.Context, c cluster.Conn, window int, start int64) (*Applier, error) {
 	conn, err := c.Dial(ctx)
 	if err != nil {
 		return nil, err
@@ -84,7 +84,7 @@ func (a *Applier) Send(end int64, label string, args ...[]byte) error {
 	return a.send(pending{reply: true, end: end, label: label}, args)
 }
 
-// SendGuarded sends a command on key through guardScript (loaded on the
+// SendGuarded sends a command on key through GuardScript (loaded on the
 // target): it runs only if the key still exists there; if not, the key is
 // reported by TakeGone once the reply is in.
 func (a *Applier) SendGuarded(label string, key []byte, args ...[]byte) error {

@@ -1,4 +1,8 @@
-package mover
+// Package fix finds what moves that stopped half-way (a crash, a kill)
+// left in a cluster and mends it: it reads every master's own view and
+// key counts, plans slot by slot with no I/O (PlanRepairs), and applies
+// the repairs (Run): give-backs, claims, rollbacks and cleanups.
+package fix
 
 import (
 	"cmp"
@@ -15,6 +19,7 @@ import (
 
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/cutover"
+	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
 )
 
@@ -408,12 +413,12 @@ func (p *planner) plan() Plan {
 	return Plan{Repairs: out, Notes: p.notes.render(), Refused: p.refused.render(), RefusedSlots: &refSet}
 }
 
-// FixOptions configure Fix.
-type FixOptions struct {
-	Seed    Conn       // any master; the others are reached with the same credentials
-	Slots   *slots.Set // only repairs of these slots; nil for all
-	DryRun  bool       // plan and report only
-	Force   bool       // go on although a move's connections are open
+// Options configure Run.
+type Options struct {
+	Seed    cluster.Conn // any master; the others are reached with the same credentials
+	Slots   *slots.Set   // only repairs of these slots; nil for all
+	DryRun  bool         // plan and report only
+	Force   bool         // go on although a move's connections are open
 	Cleanup cutover.Pace
 	Logger  *slog.Logger
 }
@@ -424,13 +429,13 @@ var ErrMoveUnderWay = errors.New("a move is under way")
 // ErrConflict refuses a fix that found slots claimed or imported by two masters.
 var ErrConflict = errors.New("conflicting claims")
 
-// Fix finds what stopped moves left in the cluster and mends it: it reads
+// Run finds what stopped moves left in the cluster and mends it: it reads
 // every master, plans (PlanRepairs), and unless DryRun applies the repairs,
 // then plans again to check that nothing is left. It returns the repairs
 // applied (or planned) and the notes. Conflicting claims in the slots
 // looked at refuse the whole fix (an *InputError wrapping ErrConflict)
 // before anything is changed.
-func Fix(ctx context.Context, o FixOptions) ([]Repair, []string, error) {
+func Run(ctx context.Context, o Options) ([]Repair, []string, error) {
 	log := o.Logger
 	if log == nil {
 		log = slog.Default()
@@ -447,7 +452,7 @@ func Fix(ctx context.Context, o FixOptions) ([]Repair, []string, error) {
 	}
 	plan := PlanRepairs(states, o.Slots)
 	if len(plan.Refused) > 0 {
-		return plan.Repairs, plan.Notes, &InputError{Err: refusal(plan, o.Slots)}
+		return plan.Repairs, plan.Notes, &mover.InputError{Err: refusal(plan, o.Slots)}
 	}
 	repairs, notes := plan.Repairs, plan.Notes
 	if o.DryRun || len(repairs) == 0 {
@@ -650,12 +655,12 @@ const readTimeout = 10 * time.Second
 // is kept with its error, and never trusted as an owner. Unless force, a
 // connection named by a move (cluster.NamePrefix) on any master refuses the
 // fix: that move is alive and its marks are not leftovers.
-func readStates(ctx context.Context, seed Conn, clients map[string]*redis.Client, force bool) (map[string]*NodeState, error) {
+func readStates(ctx context.Context, seed cluster.Conn, clients map[string]*redis.Client, force bool) (map[string]*NodeState, error) {
 	sc := seed.Client()
 	top, err := cluster.Load(ctx, sc)
 	sc.Close()
 	if err != nil {
-		return nil, &InputError{Err: err}
+		return nil, &mover.InputError{Err: err}
 	}
 	states := map[string]*NodeState{}
 	var live []string
@@ -728,7 +733,7 @@ func readStates(ctx context.Context, seed Conn, clients map[string]*redis.Client
 	if len(live) > 0 {
 		slices.Sort(live)
 		live = slices.Compact(live)
-		return nil, &InputError{Err: fmt.Errorf("%w (%s): wait for it, or stop it first (--force if it is gone and its connections hang)", ErrMoveUnderWay, strings.Join(live, ", "))}
+		return nil, &mover.InputError{Err: fmt.Errorf("%w (%s): wait for it, or stop it first (--force if it is gone and its connections hang)", ErrMoveUnderWay, strings.Join(live, ", "))}
 	}
 	return states, nil
 }

@@ -1,4 +1,4 @@
-package mover
+package apply
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/tests/harness"
 )
@@ -15,7 +16,7 @@ func TestApplierAcksInOrderAndStopsAtErrors(t *testing.T) {
 	s := harness.ServerT(t, localcluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a, err := Dial(ctx, Conn{Addr: s.Addr}, 100, 1000)
+	a, err := Dial(ctx, cluster.Conn{Addr: s.Addr}, 100, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
