@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/internal/info"
 )
 
 // unknownOutcome is an error after which a command may or may not have
@@ -235,22 +235,13 @@ func errorStats(ctx context.Context, cfg *Config, addrs []string) (map[string]ma
 	var errs []error
 	for _, addr := range addrs {
 		c := nodeClient(cfg, addr)
-		info, err := c.Info(ctx, "errorstats").Result()
+		f, err := info.Read(ctx, c, "errorstats")
 		c.Close()
 		if err != nil {
-			errs = append(errs, fmt.Errorf("INFO errorstats on %s: %w", addr, err))
+			errs = append(errs, err)
 			continue
 		}
-		m := map[string]int64{}
-		for _, line := range strings.Split(info, "\n") {
-			name, rest, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "errorstat_"), ":count=")
-			if !ok {
-				continue
-			}
-			n, _ := strconv.ParseInt(rest, 10, 64)
-			m[name] = n
-		}
-		out[addr] = m
+		out[addr] = f.ErrorStats()
 	}
 	return out, errors.Join(errs...)
 }

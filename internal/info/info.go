@@ -62,3 +62,15 @@ func (f Fields) Sub(name string) map[string]string {
 	}
 	return out
 }
+
+// ErrorStats reads INFO errorstats: error prefix ("MOVED", "ERR") → count.
+func (f Fields) ErrorStats() map[string]int64 {
+	out := map[string]int64{}
+	for name := range f {
+		if kind, ok := strings.CutPrefix(name, "errorstat_"); ok {
+			n, _ := strconv.ParseInt(f.Sub(name)["count"], 10, 64)
+			out[kind] = n
+		}
+	}
+	return out
+}

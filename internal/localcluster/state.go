@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/internal/info"
 	"github.com/slotmover/slotmover/slots"
 )
 
@@ -56,18 +57,13 @@ func (c *Cluster) ErrorStats(ctx context.Context) (map[string]int64, error) {
 			continue
 		}
 		cl := s.Client()
-		info, err := cl.Info(ctx, "errorstats").Result()
+		f, err := info.Read(ctx, cl, "errorstats")
 		cl.Close()
 		if err != nil {
-			return nil, fmt.Errorf("INFO errorstats on %s: %w", s.Addr, err)
+			return nil, err
 		}
-		for _, line := range strings.Split(info, "\r\n") {
-			name, rest, ok := strings.Cut(strings.TrimPrefix(line, "errorstat_"), ":count=")
-			if !ok {
-				continue
-			}
-			n, _ := strconv.ParseInt(rest, 10, 64)
-			out[name] += n
+		for kind, n := range f.ErrorStats() {
+			out[kind] += n
 		}
 	}
 	return out, nil
@@ -286,20 +282,13 @@ func orphansOn(ctx context.Context, s *Server) ([]string, error) {
 // CommandStat reads one field of a command's line in INFO commandstats
 // ("calls", "rejected_calls", …); 0 if the command never ran.
 func CommandStat(ctx context.Context, c redis.Cmdable, command, field string) (int64, error) {
-	info, err := c.Info(ctx, "commandstats").Result()
+	text, err := c.Info(ctx, "commandstats").Result()
 	if err != nil {
 		return 0, err
 	}
-	for _, line := range strings.Split(info, "\r\n") {
-		stats, ok := strings.CutPrefix(line, "cmdstat_"+command+":")
-		if !ok {
-			continue
-		}
-		for _, kv := range strings.Split(stats, ",") {
-			if v, ok := strings.CutPrefix(kv, field+"="); ok {
-				return strconv.ParseInt(v, 10, 64)
-			}
-		}
+	v, ok := info.Parse(text).Sub("cmdstat_" + command)[field]
+	if !ok {
+		return 0, nil
 	}
-	return 0, nil
+	return strconv.ParseInt(v, 10, 64)
 }
