@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -169,7 +170,8 @@ func TestServeImportWithRedisCli(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := startDaemon(t, c.Nodes[3].Addr, embeddedNATS(t), "", "")
+	natsURL := embeddedNATS(t)
+	d := startDaemon(t, c.Nodes[3].Addr, natsURL, "", "")
 	w := startWriter(t, c, 2_000_000)
 
 	out, err := d.cli(t, "CLUSTER", "MIGRATION", "IMPORT", "0", "5460")
@@ -213,6 +215,18 @@ func TestServeImportWithRedisCli(t *testing.T) {
 	}
 	if v := d.scrape(t, `slotmover_tasks{state="completed"}`); v != 1 {
 		t.Fatalf("slotmover_tasks{state=completed} = %v", v)
+	}
+	// The operator's view: slotmover status over the admin port and over
+	// NATS, and a cancel that finds nothing to stop.
+	for _, how := range [][]string{{"--admin", d.admin}, {"--nats", natsURL, "--node", c.IDs[3]}} {
+		code, stdout, stderr := runCLI(t, append([]string{"status", "--json"}, how...)...)
+		var recs []map[string]any
+		if code != 0 || json.Unmarshal([]byte(stdout), &recs) != nil || len(recs) != 1 || recs[0]["id"] != id || recs[0]["state"] != "completed" {
+			t.Fatalf("slotmover status %v: exit %d\n%s%s", how, code, stdout, stderr)
+		}
+	}
+	if code, stdout, stderr := runCLI(t, "cancel", "--all", "--admin", d.admin); code != 0 || !strings.Contains(stdout, "cancelled: 0") {
+		t.Fatalf("slotmover cancel --all: exit %d\n%s%s", code, stdout, stderr)
 	}
 	// SIGTERM: a clean exit.
 	d.cmd.Process.Signal(syscall.SIGTERM)

@@ -4,6 +4,7 @@
 //	slotmover move --source H:P --target H:P --slots 0-5460[,a-b…] [--json]
 //	slotmover fix --node H:P [--dry-run]
 //	slotmover serve --node H:P [--config FILE] [--admin H:P] [--nats URL] [--metrics H:P]
+//	slotmover status [ID] [--json] / slotmover cancel ID|--all
 //	slotmover demo
 //
 // Exit codes of move: 0 moved; 1 failed and rolled back (the cluster as it
@@ -42,6 +43,10 @@ func main() {
 		code = soakCmd(os.Args[2:])
 	case "serve":
 		code = serveCmd(os.Args[2:])
+	case "status":
+		code = statusCmd(os.Args[2:])
+	case "cancel":
+		code = cancelCmd(os.Args[2:])
 	case "-h", "--help", "help":
 		usage()
 	default:
@@ -59,6 +64,9 @@ func usage() {
   slotmover serve --node HOST:PORT [--config FILE] [--admin HOST:PORT] [--nats URL] [--metrics HOST:PORT]
       the sidecar: imports into the local master, driven by CLUSTER MIGRATION on the admin port
       and by NATS requests; 'slotmover serve -h' lists every setting
+  slotmover status [ID] [--json] [--admin HOST:PORT | --nats URL --node ID]
+  slotmover cancel ID|--all [--admin HOST:PORT | --nats URL --node ID]
+      a sidecar's tasks, over its admin port (or NATS)
   slotmover fix --node HOST:PORT [--dry-run]
       finish or undo what moves that stopped half-way (crash, kill) left in the cluster
   slotmover demo

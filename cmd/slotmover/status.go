@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotmover/slotmover/natsapi"
+)
+
+// daemonFlags say how to reach a sidecar: its admin port, or NATS.
+type daemonFlags struct {
+	admin, password string
+	natsURL, node   string
+	prefix          string
+}
+
+func (d *daemonFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&d.admin, "admin", "127.0.0.1:7100", "the sidecar's admin port, `HOST:PORT`")
+	fs.StringVar(&d.password, "password", os.Getenv("SLOTMOVER_ADMIN_PASSWORD"), "the admin port's password (default $SLOTMOVER_ADMIN_PASSWORD)")
+	fs.StringVar(&d.natsURL, "nats", "", "ask over NATS instead, at this `URL` (with --node)")
+	fs.StringVar(&d.node, "node", "", "over NATS: the sidecar's node ID or alias")
+	fs.StringVar(&d.prefix, "subject-prefix", "slotmover", "over NATS: the subject prefix")
+}
+
+// ask sends a STATUS or CANCEL for id ("" for all) and returns the reply
+// as records of field → value.
+func (d *daemonFlags) ask(ctx context.Context, verb, id string) ([]map[string]any, error) {
+	if d.natsURL != "" {
+		return d.askNATS(verb, id)
+	}
+	c := redis.NewClient(&redis.Options{Addr: d.admin, Password: d.password, DisableIdentity: true, MaxRetries: -1})
+	defer c.Close()
+	sel := []any{"ALL"}
+	if id != "" {
+		sel = []any{"ID", id}
+	}
+	reply, err := c.Do(ctx, append([]any{"CLUSTER", "MIGRATION", strings.ToUpper(verb)}, sel...)...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("%s on %s: %w", verb, d.admin, err)
+	}
+	if n, ok := reply.(int64); ok { // CANCEL answers a count
+		return []map[string]any{{"cancelled": n}}, nil
+	}
+	var out []map[string]any
+	tasks, _ := reply.([]any)
+	for _, t := range tasks {
+		fields, _ := t.([]any)
+		rec := map[string]any{}
+		for i := 0; i+1 < len(fields); i += 2 {
+			rec[fmt.Sprint(fields[i])] = fields[i+1]
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+func (d *daemonFlags) askNATS(verb, id string) ([]map[string]any, error) {
+	if d.node == "" {
+		return nil, errors.New("--node is required with --nats")
+	}
+	nc, err := nats.Connect(d.natsURL, nats.Timeout(5*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("NATS %s: %w", d.natsURL, err)
+	}
+	defer nc.Close()
+	body, _ := json.Marshal(natsapi.TaskRequest{ID: id})
+	msg, err := nc.Request(d.prefix+"."+d.node+"."+verb, body, 10*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("%s to %s over NATS: %w", verb, d.node, err)
+	}
+	var r struct {
+		Tasks []map[string]any `json:"tasks"`
+		Error *natsapi.Error   `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &r); err != nil {
+		return nil, fmt.Errorf("%s reply: %w", verb, err)
+	}
+	if r.Error != nil {
+		return nil, fmt.Errorf("%s: %s", r.Error.Code, r.Error.Message)
+	}
+	return r.Tasks, nil
+}
+
+// statusCmd prints a sidecar's tasks.
+func statusCmd(args []string) int {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	var d daemonFlags
+	d.register(fs)
+	asJSON := fs.Bool("json", false, "print the records as JSON")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 1 {
+		return exitRefused
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	tasks, err := d.ask(ctx, "status", fs.Arg(0))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "slotmover status:", err)
+		return exitFailed
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(tasks)
+		return 0
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSLOTS\tSOURCE\tSTATE\tPHASE\tKEYS\tLAG\tPAUSE MS\tERROR")
+	for _, t := range tasks {
+		source := t["source_addr"]
+		if source == nil || source == "" {
+			source = t["source"]
+		}
+		fmt.Fprintf(tw, "%v\t%v\t%v\t%v\t%v\t%v\t%v\t%v\t%v\n", t["id"], t["slots"], source, t["state"], t["phase"],
+			t["keys_copied"], t["lag_bytes"], t["write_pause_ms"], t["last_error"])
+	}
+	tw.Flush()
+	return 0
+}
+
+// cancelCmd cancels one task of a sidecar, or all with --all.
+func cancelCmd(args []string) int {
+	fs := flag.NewFlagSet("cancel", flag.ContinueOnError)
+	var d daemonFlags
+	d.register(fs)
+	all := fs.Bool("all", false, "cancel every running task")
+	if err := fs.Parse(args); err != nil {
+		return exitRefused
+	}
+	id := fs.Arg(0)
+	if (id == "") == !*all || fs.NArg() > 1 {
+		fmt.Fprintln(os.Stderr, "slotmover cancel: give one task ID, or --all")
+		return exitRefused
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	reply, err := d.ask(ctx, "cancel", id)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "slotmover cancel:", err)
+		return exitFailed
+	}
+	n := len(reply)
+	if len(reply) == 1 && reply[0]["cancelled"] != nil {
+		n = int(reply[0]["cancelled"].(int64))
+	}
+	fmt.Printf("cancelled: %d (a cancelled task rolls back; 'slotmover status' shows when it is done)\n", n)
+	return 0
+}
