@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -287,5 +288,68 @@ func TestImportLimitsOverNATS(t *testing.T) {
 	set, _ := slots.Parse("0-5460")
 	if err := c.WaitOwner(ctx, set, c.IDs[0], 10*time.Second); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// NATS lost and back: events published meanwhile are buffered by the
+// client and arrive after it reconnects by itself; a record the bucket
+// could not take is counted as lost (and logged), not dropped in silence;
+// requests are served again once it is back.
+func TestNATSLostAndBack(t *testing.T) {
+	c := harness.ClusterT(t, []string{"0-8191", "8192-16383", "", ""}, localcluster.Options{})
+	dir := t.TempDir()
+	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS not ready")
+	}
+	port := ns.Addr().(*net.TCPAddr).Port
+	nc, err := nats.Connect(ns.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_, srv := sidecarOn(t, c, nc, 1)
+	events := make(chan *nats.Msg, 16)
+	if _, err := nc.ChanSubscribe("slotmover.events."+c.IDs[3]+".*", events); err != nil {
+		t.Fatal(err)
+	}
+	nc.Flush()
+
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	srv.Publish(sidecar.Task{ID: "t1", State: sidecar.StateRunning, Phase: "snapshot"})
+	if srv.Lost() != 1 {
+		t.Fatalf("lost while NATS is down: %d, want 1 (the record the bucket could not take)", srv.Lost())
+	}
+
+	again := *opts
+	again.Port = port
+	ns2, err := server.NewServer(&again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns2.Start()
+	defer func() { ns2.Shutdown(); ns2.WaitForShutdown() }()
+	select {
+	case msg := <-events:
+		var ev Event
+		if err := json.Unmarshal(msg.Data, &ev); err != nil || ev.Task.ID != "t1" || ev.Seq != 1 {
+			t.Fatalf("event after the reconnect: %s %v", msg.Data, err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the event published while NATS was down never arrived")
+	}
+	if r := request(t, nc, "slotmover.target.status", ``); r.Error != nil {
+		t.Fatalf("status after the reconnect: %+v", r.Error)
+	}
+	nc.Close()
+	srv.Publish(sidecar.Task{ID: "t1", State: sidecar.StateFailed})
+	if srv.Lost() < 2 {
+		t.Fatalf("an event on a closed connection was not counted as lost: %d", srv.Lost())
 	}
 }
