@@ -351,3 +351,50 @@ func bulkLoad(t *testing.T, cc *redis.ClusterClient, n int) {
 		}
 	}
 }
+
+// SIGTERM in the middle of a copy: the sidecar takes no new task, the copy
+// is cancelled and rolled back, and it exits 0 with the cluster as before.
+func TestServeSIGTERMRollsBackCopies(t *testing.T) {
+	ctx := testContext(t, 3*time.Minute)
+	c := fourMasters(t)
+	cc := c.Client()
+	defer cc.Close()
+	bulkLoad(t, cc, 300_000)
+	before, err := c.Fingerprint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, c.Nodes[3].Addr, "", "", "")
+	if out, err := d.cli(t, "CLUSTER", "MIGRATION", "IMPORT", "0", "5460"); err != nil || strings.Contains(out, "ERR") {
+		t.Fatalf("IMPORT: %v %q", err, out)
+	}
+	target := c.Nodes[3].Client()
+	defer target.Close()
+	deadline := time.Now().Add(time.Minute)
+	for target.DBSize(ctx).Val() < 1000 {
+		if time.Now().After(deadline) {
+			t.Fatal("the import never started its snapshot")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	exited := make(chan error, 1)
+	go func() { exited <- d.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("the daemon after SIGTERM: %v\n%s", err, d.log)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("the daemon did not exit within a minute of SIGTERM")
+	}
+	if !strings.Contains(d.log.String(), "rolled back") {
+		t.Fatalf("no rollback in the daemon's log:\n%s", d.log)
+	}
+	if err := c.WaitHealthy(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if after, err := c.Fingerprint(ctx); err != nil || after != before {
+		t.Fatalf("after SIGTERM during the copy (%v):\nbefore %s\nafter  %s", err, before, after)
+	}
+}
