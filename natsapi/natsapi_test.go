@@ -21,20 +21,11 @@ import (
 	"github.com/slotmover/slotmover/tests/harness"
 )
 
-// startNATS runs an embedded NATS server with JetStream on a free loopback
-// port and returns a connection to it.
+// startNATS runs an embedded NATS server with JetStream and returns a
+// connection to it.
 func startNATS(t *testing.T) *nats.Conn {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("NATS server not ready")
-	}
-	nc, err := nats.Connect(ns.ClientURL())
+	nc, err := nats.Connect(harness.NATS(t))
 	if err != nil {
 		t.Fatal(err)
 	}

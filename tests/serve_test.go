@@ -15,26 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/tests/harness"
 )
-
-// embeddedNATS runs a NATS server with JetStream on a free loopback port.
-func embeddedNATS(t *testing.T) string {
-	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("NATS server not ready")
-	}
-	return ns.ClientURL()
-}
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -170,15 +155,11 @@ func TestServeImportWithRedisCli(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	natsURL := embeddedNATS(t)
+	natsURL := harness.NATS(t)
 	d := startDaemon(t, c.Nodes[3].Addr, natsURL, "", "")
 	w := startWriter(t, c, 2_000_000)
 
-	out, err := d.cli(t, "CLUSTER", "MIGRATION", "IMPORT", "0", "5460")
-	id := strings.TrimSpace(out)
-	if err != nil || len(id) < 8 || strings.Contains(id, "ERR") {
-		t.Fatalf("IMPORT: %v %q", err, out)
-	}
+	id := d.importShard(t)
 	var progress []float64
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
@@ -247,11 +228,7 @@ func TestServeCancelDuringCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := startDaemon(t, c.Nodes[3].Addr, "", "", "")
-	out, err := d.cli(t, "CLUSTER", "MIGRATION", "IMPORT", "0", "5460")
-	id := strings.TrimSpace(out)
-	if err != nil || strings.Contains(id, "ERR") {
-		t.Fatalf("IMPORT: %v %q", err, out)
-	}
+	id := d.importShard(t)
 	if out, err := d.cli(t, "CLUSTER", "MIGRATION", "CANCEL", "ID", id); err != nil || strings.TrimSpace(out) != "1" {
 		t.Fatalf("CANCEL: %v %q", err, out)
 	}
@@ -259,12 +236,7 @@ func TestServeCancelDuringCopy(t *testing.T) {
 	if field(status, "state") != "canceled" {
 		t.Fatalf("cancelled task:\n%s", status)
 	}
-	if err := c.WaitHealthy(ctx, 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if after, err := c.Fingerprint(ctx); err != nil || after != before {
-		t.Fatalf("the cancelled import changed the cluster (%v):\nbefore %s\nafter  %s", err, before, after)
-	}
+	assertHealthyAndUnchanged(t, ctx, c, before)
 }
 
 // kill -9 of the daemon in the middle of the copy, then a restart: the
@@ -280,22 +252,12 @@ func TestServeKilledMidCopyIsRepairedOnRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	natsURL := embeddedNATS(t)
+	natsURL := harness.NATS(t)
 	d := startDaemon(t, c.Nodes[3].Addr, natsURL, "", "")
-	out, err := d.cli(t, "CLUSTER", "MIGRATION", "IMPORT", "0", "5460")
-	id := strings.TrimSpace(out)
-	if err != nil || strings.Contains(id, "ERR") {
-		t.Fatalf("IMPORT: %v %q", err, out)
-	}
+	id := d.importShard(t)
 	target := c.Nodes[3].Client()
 	defer target.Close()
-	deadline := time.Now().Add(time.Minute)
-	for target.DBSize(ctx).Val() < 1000 {
-		if time.Now().After(deadline) {
-			t.Fatal("the import never started its snapshot")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitCopying(t, ctx, target)
 	d.cmd.Process.Kill()
 	d.cmd.Wait()
 	if target.DBSize(ctx).Val() == 0 {
@@ -307,12 +269,7 @@ func TestServeKilledMidCopyIsRepairedOnRestart(t *testing.T) {
 	if !strings.Contains(field(status, "last_error"), "interrupted") {
 		t.Fatalf("the restarted daemon's record of the task:\n%s", status)
 	}
-	if err := c.WaitHealthy(ctx, 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if after, err := c.Fingerprint(ctx); err != nil || after != before {
-		t.Fatalf("after the restart's repair (%v):\nbefore %s\nafter  %s", err, before, after)
-	}
+	assertHealthyAndUnchanged(t, ctx, c, before)
 }
 
 // Bad starts change nothing and say why: NATS unreachable, a node that is
@@ -332,6 +289,39 @@ func TestServeRefusesBadStarts(t *testing.T) {
 			t.Errorf("serve %v: exit %d, want 2 and %q:\n%s%s", tc.args, code, tc.want, stdout, stderr)
 		}
 	}
+}
+
+// importShard sends IMPORT 0 5460 and returns the task id.
+func (d *daemon) importShard(t *testing.T) string {
+	t.Helper()
+	out, err := d.cli(t, "CLUSTER", "MIGRATION", "IMPORT", "0", "5460")
+	id := strings.TrimSpace(out)
+	if err != nil || len(id) < 8 || strings.Contains(id, "ERR") {
+		t.Fatalf("IMPORT: %v %q", err, out)
+	}
+	return id
+}
+
+// waitCopying waits until the target holds keys of the copy under way.
+func waitCopying(t *testing.T, ctx context.Context, target *redis.Client) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for target.DBSize(ctx).Val() < 1000 {
+		if time.Now().After(deadline) {
+			t.Fatal("the import never started its snapshot")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// assertHealthyAndUnchanged fails unless the cluster is healthy again and
+// as before.
+func assertHealthyAndUnchanged(t *testing.T, ctx context.Context, c *localcluster.Cluster, before string) {
+	t.Helper()
+	if err := c.WaitHealthy(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	assertUnchanged(t, c, before)
 }
 
 // bulkLoad writes n plain keys in the first shard, enough for a copy that
@@ -365,18 +355,10 @@ func TestServeSIGTERMRollsBackCopies(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := startDaemon(t, c.Nodes[3].Addr, "", "", "")
-	if out, err := d.cli(t, "CLUSTER", "MIGRATION", "IMPORT", "0", "5460"); err != nil || strings.Contains(out, "ERR") {
-		t.Fatalf("IMPORT: %v %q", err, out)
-	}
+	d.importShard(t)
 	target := c.Nodes[3].Client()
 	defer target.Close()
-	deadline := time.Now().Add(time.Minute)
-	for target.DBSize(ctx).Val() < 1000 {
-		if time.Now().After(deadline) {
-			t.Fatal("the import never started its snapshot")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitCopying(t, ctx, target)
 	d.cmd.Process.Signal(syscall.SIGTERM)
 	exited := make(chan error, 1)
 	go func() { exited <- d.cmd.Wait() }()
@@ -391,10 +373,5 @@ func TestServeSIGTERMRollsBackCopies(t *testing.T) {
 	if !strings.Contains(d.log.String(), "rolled back") {
 		t.Fatalf("no rollback in the daemon's log:\n%s", d.log)
 	}
-	if err := c.WaitHealthy(ctx, 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if after, err := c.Fingerprint(ctx); err != nil || after != before {
-		t.Fatalf("after SIGTERM during the copy (%v):\nbefore %s\nafter  %s", err, before, after)
-	}
+	assertHealthyAndUnchanged(t, ctx, c, before)
 }
