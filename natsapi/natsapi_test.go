@@ -313,6 +313,14 @@ func TestNATSLostAndBack(t *testing.T) {
 
 	ns.Shutdown()
 	ns.WaitForShutdown()
+	// Buffered once the client knows the server is gone; an event sent in
+	// the moment before (core NATS is at most once) can be lost unseen.
+	for deadline := time.Now().Add(10 * time.Second); nc.Status() != nats.RECONNECTING; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the client did not notice the server's end: %v", nc.Status())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	srv.Publish(sidecar.Task{ID: "t1", State: sidecar.StateRunning, Phase: "snapshot"})
 	if srv.Lost() != 1 {
 		t.Fatalf("lost while NATS is down: %d, want 1 (the record the bucket could not take)", srv.Lost())
