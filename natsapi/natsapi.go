@@ -7,7 +7,10 @@
 // NATS is not needed for the sidecar to work: the admin port serves
 // without it, the client reconnects by itself, and events published while
 // it is away are buffered by the client up to its reconnect buffer; beyond
-// that they are counted as lost (Lost) and logged.
+// that they are counted as lost (Lost) and logged. Core NATS delivers at
+// most once: an event sent in the moment the connection breaks, before the
+// client notices, can be lost unseen. The bucket's records, written with
+// an acknowledgement (a failed write is counted), are the reliable view.
 package natsapi
 
 import (
