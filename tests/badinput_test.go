@@ -516,6 +516,16 @@ func TestStuckMoveSaysHowToRepair(t *testing.T) {
 // printed, run as printed, removes the orphaned copies and leaves every
 // node agreeing on the owner, with every key on the target.
 func TestStuckMoveIsRepairedByThePrintedCommand(t *testing.T) {
+	v, err := localcluster.ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Product == "Valkey" && v.Major == 8 {
+		// There CLUSTER SETSLOT waits for the node's replicas: a stalled
+		// replica of the target stops the move at its marks, long before
+		// the cleanup this test is about.
+		t.Skipf("skipped on %s: CLUSTER SETSLOT waits for the target's stalled replica", v)
+	}
 	c := harness.ClusterT(t, []string{"0-16383", ""}, localcluster.Options{})
 	ctx := testContext(t, 2*time.Minute)
 	cc := c.Client()
