@@ -45,7 +45,7 @@ package admin
 // This port answers the same shapes, with two differences in substance:
 // ranges owned by several sources start one task per source, and IMPORT
 // then answers an array of their ids (one task: the bulk id, as 8.4); and
-// the states are the sidecar's (queued, running, completed, failed,
+// the states are the sidecar's (running, completed, failed,
 // canceled). Each task's array holds 8.4's twelve fields first, in 8.4's
 // order, then slotmover's own (see taskFields).
 

@@ -57,25 +57,36 @@ type Server struct {
 	lost atomic.Int64
 }
 
-// Start subscribes to the sidecar's subjects on nc and opens the task
-// bucket if the server has JetStream (without it, records are not kept).
-func Start(ctx context.Context, nc *nats.Conn, m sidecar.Manager, cfg Config) (*Server, error) {
+// RecordTTL is how long the bucket keeps a record after its last change.
+const RecordTTL = 30 * 24 * time.Hour
+
+// New opens the task bucket on nc if the server has JetStream (without
+// it, records are not kept). Nothing is served before Serve: a restarted
+// sidecar reads its Records and repairs them first.
+func New(ctx context.Context, nc *nats.Conn, cfg Config) *Server {
 	if cfg.Prefix == "" {
 		cfg.Prefix = "slotmover"
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, nc: nc, m: m, log: cfg.Logger, seq: map[string]uint64{}}
+	s := &Server{cfg: cfg, nc: nc, log: cfg.Logger, seq: map[string]uint64{}}
 	if js, err := jetstream.New(nc); err == nil {
 		kctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		s.kv, err = js.CreateOrUpdateKeyValue(kctx, jetstream.KeyValueConfig{Bucket: Bucket, Description: "slotmover task records", History: 1})
+		s.kv, err = js.CreateOrUpdateKeyValue(kctx, jetstream.KeyValueConfig{Bucket: Bucket, Description: "slotmover task records", History: 1, TTL: RecordTTL})
 		cancel()
 		if err != nil {
 			s.log.Warn("no JetStream key-value bucket: task records are not kept on NATS", "error", err)
 			s.kv = nil
 		}
 	}
+	return s
+}
+
+// Serve subscribes to the sidecar's subjects and answers them with m.
+func (s *Server) Serve(m sidecar.Manager) error {
+	s.m = m
+	cfg := s.cfg
 	names := []string{cfg.NodeID}
 	if cfg.Alias != "" && cfg.Alias != cfg.NodeID {
 		names = append(names, cfg.Alias)
@@ -86,18 +97,18 @@ func Start(ctx context.Context, nc *nats.Conn, m sidecar.Manager, cfg Config) (*
 		subs[base+"import"], subs[base+"status"], subs[base+"cancel"], subs[base+"ping"] = s.onImport, s.onStatus, s.onCancel, s.onPing
 	}
 	for subj, h := range subs {
-		sub, err := nc.Subscribe(subj, h)
+		sub, err := s.nc.Subscribe(subj, h)
 		if err != nil {
 			s.Close()
-			return nil, fmt.Errorf("subscribe to %s: %w", subj, err)
+			return fmt.Errorf("subscribe to %s: %w", subj, err)
 		}
 		s.subs = append(s.subs, sub)
 	}
-	if err := nc.FlushTimeout(5 * time.Second); err != nil {
+	if err := s.nc.FlushTimeout(5 * time.Second); err != nil {
 		s.Close()
-		return nil, fmt.Errorf("subscribe on NATS: %w", err)
+		return fmt.Errorf("subscribe on NATS: %w", err)
 	}
-	return s, nil
+	return nil
 }
 
 // Close unsubscribes; the connection is the caller's.

@@ -43,8 +43,8 @@ func sidecarOn(t *testing.T, c *localcluster.Cluster, nc *nats.Conn, maxTasks in
 		}
 	}})
 	t.Cleanup(func() { m.Close(context.Background()) })
-	s, err := Start(context.Background(), nc, m, Config{NodeID: c.IDs[3], Alias: "target", Addr: c.Nodes[3].Addr})
-	if err != nil {
+	s := New(context.Background(), nc, Config{NodeID: c.IDs[3], Alias: "target", Addr: c.Nodes[3].Addr})
+	if err := s.Serve(m); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)

@@ -312,13 +312,14 @@ func (t *Task) setPhase(p string) {
 
 // Recover takes the records of an earlier run of this sidecar (from the KV
 // bucket): those that ended are kept for Status; those left running (the
-// sidecar died mid-move) are repaired with the logic of slotmover fix on
-// their slots, and end completed if the local master owns every slot
-// afterwards, else failed. It returns the records as they end up.
+// sidecar died mid-move) or stuck (stopped in their cleanup at shutdown)
+// are repaired with the logic of slotmover fix on their slots, and end
+// completed if the local master owns every slot afterwards, else failed.
+// It returns the records as they end up.
 func (l *Local) Recover(ctx context.Context, recs []Task) []Task {
 	out := make([]Task, 0, len(recs))
 	for _, rec := range recs {
-		if !rec.Over() {
+		if !rec.Over() || rec.Result == mover.ResultStuck {
 			rec = l.repair(ctx, rec)
 		}
 		l.mu.Lock()
@@ -335,6 +336,7 @@ func (l *Local) Recover(ctx context.Context, recs []Task) []Task {
 
 // repair finishes or undoes an interrupted task with fix.Run.
 func (l *Local) repair(ctx context.Context, rec Task) Task {
+	prior := rec.LastError
 	rec.EndTime = time.Now()
 	rec.State = StateFailed
 	set, err := slots.Parse(rec.Slots)
@@ -359,6 +361,9 @@ func (l *Local) repair(ctx context.Context, rec Task) Task {
 		owned = owned && top.Myself.Slots.Contains(s)
 	}
 	rec.LastError = fmt.Sprintf("interrupted (the sidecar stopped in phase %s); repaired by fix with %d repairs", rec.Phase, len(repairs))
+	if rec.Result == mover.ResultStuck {
+		rec.LastError = fmt.Sprintf("stuck (%s); repaired by fix at the next start with %d repairs", prior, len(repairs))
+	}
 	if owned {
 		rec.State, rec.Result = StateCompleted, mover.ResultMoved
 	} else {

@@ -29,7 +29,7 @@ import (
 
 // shutdownGrace bounds how long SIGTERM waits for tasks to roll back or
 // finish their cutover before what is left is stopped (a cleanup under way
-// ends stuck, for fix or the next start).
+// ends stuck; the next start repairs it from its record, or slotmover fix).
 const shutdownGrace = 2 * time.Minute
 
 // serveCmd runs the sidecar: imports into the local master, driven from
@@ -116,22 +116,26 @@ func serve(c *config.Serve, log *slog.Logger) error {
 			return err
 		}
 		defer nc.Drain()
-		b, err := natsapi.Start(ctx, nc, m, natsapi.Config{Prefix: c.NATS.SubjectPrefix, NodeID: top.Myself.ID, Alias: c.NATS.Alias, Addr: node.Addr, Logger: log})
-		if err != nil {
-			adminLn.Close()
-			if metricsLn != nil {
-				metricsLn.Close()
-			}
-			return err
-		}
+		b := natsapi.New(ctx, nc, natsapi.Config{Prefix: c.NATS.SubjectPrefix, NodeID: top.Myself.ID, Alias: c.NATS.Alias, Addr: node.Addr, Logger: log})
 		defer b.Close()
 		bus.Store(b)
+		// Tasks an earlier run left unfinished are repaired before any
+		// request is taken: a new import's connections would make fix
+		// refuse.
 		recs, err := b.Records(ctx)
 		if err != nil {
 			log.Warn("task records not read; interrupted tasks are not repaired (run slotmover fix)", "error", err)
 		}
 		for _, rec := range m.Recover(ctx, recs) {
 			b.Publish(rec)
+			mets.Observe(rec)
+		}
+		if err := b.Serve(m); err != nil {
+			adminLn.Close()
+			if metricsLn != nil {
+				metricsLn.Close()
+			}
+			return err
 		}
 	}
 

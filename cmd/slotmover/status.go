@@ -91,18 +91,36 @@ func (d *daemonFlags) askNATS(verb, id string) ([]map[string]any, error) {
 	return r.Tasks, nil
 }
 
+// parseAnywhere parses the flags wherever they stand among the positional
+// arguments, and returns those.
+func parseAnywhere(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
 // statusCmd prints a sidecar's tasks.
 func statusCmd(args []string) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	var d daemonFlags
 	d.register(fs)
 	asJSON := fs.Bool("json", false, "print the records as JSON")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 1 {
+	pos, err := parseAnywhere(fs, args)
+	if err != nil || len(pos) > 1 {
+		fmt.Fprintln(os.Stderr, "usage: slotmover status [ID] [--json] [--admin HOST:PORT | --nats URL --node ID]")
 		return exitRefused
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	tasks, err := d.ask(ctx, "status", fs.Arg(0))
+	tasks, err := d.ask(ctx, "status", strings.Join(pos, ""))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "slotmover status:", err)
 		return exitFailed
@@ -133,11 +151,12 @@ func cancelCmd(args []string) int {
 	var d daemonFlags
 	d.register(fs)
 	all := fs.Bool("all", false, "cancel every running task")
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseAnywhere(fs, args)
+	if err != nil {
 		return exitRefused
 	}
-	id := fs.Arg(0)
-	if (id == "") == !*all || fs.NArg() > 1 {
+	id := strings.Join(pos, "")
+	if (id == "") == !*all || len(pos) > 1 {
 		fmt.Fprintln(os.Stderr, "slotmover cancel: give one task ID, or --all")
 		return exitRefused
 	}
