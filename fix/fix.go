@@ -420,7 +420,10 @@ type Options struct {
 	DryRun  bool         // plan and report only
 	Force   bool         // go on although a move's connections are open
 	Cleanup cutover.Pace
-	Logger  *slog.Logger
+	// ReplicaWait bounds the wait for the owner's replicas before a
+	// cleanup removes copies (mover.DefaultReplicaWait if zero).
+	ReplicaWait time.Duration
+	Logger      *slog.Logger
 }
 
 // ErrMoveUnderWay refuses a fix while a move's named connections are open.
@@ -432,10 +435,14 @@ var ErrConflict = errors.New("conflicting claims")
 // Run finds what stopped moves left in the cluster and mends it: it reads
 // every master, plans (PlanRepairs), and unless DryRun applies the repairs,
 // then plans again to check that nothing is left. It returns the repairs
-// applied (or planned) and the notes. Conflicting claims in the slots
+// made (those planned, with DryRun or a refusal; on an error, those made
+// before it) and the notes. Conflicting claims in the slots
 // looked at refuse the whole fix (an *InputError wrapping ErrConflict)
 // before anything is changed.
 func Run(ctx context.Context, o Options) ([]Repair, []string, error) {
+	if o.ReplicaWait <= 0 {
+		o.ReplicaWait = mover.DefaultReplicaWait
+	}
 	log := o.Logger
 	if log == nil {
 		log = slog.Default()
@@ -458,6 +465,7 @@ func Run(ctx context.Context, o Options) ([]Repair, []string, error) {
 	if o.DryRun || len(repairs) == 0 {
 		return repairs, notes, nil
 	}
+	var done []Repair
 	for _, r := range repairs {
 		log.Info("repair", "kind", r.Kind, "node", r.Addr, "slots", r.Slots.String(), "why", r.Why)
 		c := clients[r.NodeID]
@@ -478,22 +486,30 @@ func Run(ctx context.Context, o Options) ([]Repair, []string, error) {
 				log.Info("rolled back", "node", r.Addr, "keys_removed", n)
 			}
 		case RepairCleanup:
+			// As a move's cleanup: the copies go only once the owner's
+			// replicas hold the keys, or a failover to one that trails
+			// would lose them.
 			if err = backed(ctx, c, clients[r.Owner], r); err == nil {
+				if _, err = cutover.WaitReplicas(ctx, clients[r.Owner], o.ReplicaWait); err != nil {
+					err = fmt.Errorf("the owner's replicas do not have the keys yet, the copies stay: %w", err)
+					break
+				}
 				n, err = cutover.Cleanup(ctx, c, r.Owner, r.Slots, o.Cleanup)
 				log.Info("cleaned up", "node", r.Addr, "keys_removed", n)
 			}
 		}
 		if err != nil {
-			return repairs, notes, fmt.Errorf("%s: %w", r, err)
+			return done, notes, fmt.Errorf("%s: %w (the repairs after it were not made: run fix again)", r, err)
 		}
+		done = append(done, r)
 	}
 	if states, err = readStates(ctx, o.Seed, clients, true); err != nil {
-		return repairs, notes, err
+		return done, notes, err
 	}
 	if left := PlanRepairs(states, o.Slots); len(left.Repairs)+len(left.Refused) > 0 {
-		return repairs, notes, fmt.Errorf("after the repairs, still to do: %v %v", left.Repairs, left.Refused)
+		return done, notes, fmt.Errorf("after the repairs, still to do: %v %v", left.Repairs, left.Refused)
 	}
-	return repairs, notes, nil
+	return done, notes, nil
 }
 
 // refusal says which slots are refused and why, and how to repair the others.

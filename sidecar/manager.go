@@ -344,7 +344,7 @@ func (l *Local) repair(ctx context.Context, rec Task) Task {
 		rec.LastError = fmt.Sprintf("interrupted; its slots %q cannot be read: %v", rec.Slots, err)
 		return rec
 	}
-	repairs, _, err := fix.Run(ctx, fix.Options{Seed: l.cfg.Node, Slots: set, Cleanup: l.cfg.Move.Cleanup, Logger: l.log})
+	repairs, _, err := fix.Run(ctx, fix.Options{Seed: l.cfg.Node, Slots: set, Cleanup: l.cfg.Move.Cleanup, ReplicaWait: l.cfg.Move.ReplicaWait, Logger: l.log})
 	if err != nil {
 		rec.LastError = fmt.Sprintf("interrupted; fix could not repair it (run slotmover fix --node %s --slots %s): %v", l.cfg.Node.Addr, rec.Slots, err)
 		return rec

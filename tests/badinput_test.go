@@ -478,11 +478,11 @@ func TestServerWithBuiltInMigrationIsLeftToIt(t *testing.T) {
 	assertUnchanged(t, c, before)
 }
 
-// A move whose cleanup cannot run (here: the source has no SCRIPT command)
+// A move whose cleanup cannot run (here: the source has no UNLINK command)
 // has already switched: it exits 3, says what is left and how to finish,
 // and the target serves every key.
 func TestStuckMoveSaysHowToRepair(t *testing.T) {
-	c := harness.ClusterT(t, []string{"0-16383", ""}, localcluster.Options{Config: []string{`rename-command SCRIPT ""`}})
+	c := harness.ClusterT(t, []string{"0-16383", ""}, localcluster.Options{Config: []string{`rename-command UNLINK ""`}})
 	ctx := testContext(t, 2*time.Minute)
 	cc := c.Client()
 	defer cc.Close()
@@ -558,6 +558,15 @@ func TestStuckMoveIsRepairedByThePrintedCommand(t *testing.T) {
 	}
 	if len(orphans) == 0 {
 		t.Fatal("the stuck move left no orphaned key on the source: nothing to repair, the test tests nothing")
+	}
+	// While the replica still trails, fix keeps the copies too, as the
+	// move did: a failover to that replica would otherwise lose the keys.
+	early := append(printedRepair(t, stderr), "--replica-wait", "1s")
+	if code, stdout, stderr := runCLI(t, early...); code != 1 || !strings.Contains(stderr, "replicas do not have the keys yet") {
+		t.Fatalf("fix while the target's replica trails: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if still, err := c.Orphans(ctx); err != nil || len(still) != len(orphans) {
+		t.Fatalf("fix removed copies while the target's replica trails: %d orphans before, %d after (%v)", len(orphans), len(still), err)
 	}
 	resume()
 	target := c.Nodes[1].Client()

@@ -33,6 +33,7 @@ func fixCmd(args []string) int {
 	force := fs.Bool("force", false, "go on although connections of a move are open (it is gone, they hang)")
 	batch := fs.Int("cleanup-batch", cutover.DefaultBatch, "keys removed per round trip")
 	sleep := fs.Duration("cleanup-sleep", time.Millisecond, "pause between removal batches")
+	replicaWait := fs.Duration("replica-wait", mover.DefaultReplicaWait, "before a cleanup, wait this long for the owner's replicas to hold the keys")
 	if err := fs.Parse(args); err != nil {
 		return exitRefused
 	}
@@ -52,7 +53,7 @@ func fixCmd(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	repairs, notes, err := fix.Run(ctx, fix.Options{
-		Seed: seed, Slots: only, DryRun: *dryRun, Force: *force, Cleanup: cutover.Pace{Batch: *batch, Sleep: *sleep}, Logger: log,
+		Seed: seed, Slots: only, DryRun: *dryRun, Force: *force, Cleanup: cutover.Pace{Batch: *batch, Sleep: *sleep}, ReplicaWait: *replicaWait, Logger: log,
 	})
 	var refused *mover.InputError
 	verb := "done"
