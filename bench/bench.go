@@ -10,6 +10,7 @@ import (
 
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/slots"
 )
 
 // RunResult is one run of one method on one workload.
@@ -141,6 +142,11 @@ func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, r
 		r.Moved[src.Addr] = sh.Slots.String()
 	}
 	cfg.Logger.Info("bench: filled", "ms", r.FillMS, "keys_to_move", r.KeysMoved, "dir", dir)
+	sample, err := captureSample(ctx, c, p, cfg.Keys)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
 
 	before, err := serverRedirects(ctx, c)
 	if err != nil {
@@ -193,13 +199,36 @@ func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, r
 		r.Warnings = append(r.Warnings, err.Error())
 	}
 	r.ServerRedirects = after.sub(before)
-	verify(ctx, c, p, method, ld, &r)
+	verify(ctx, c, p, method, ld, sample, &r)
 	return r
+}
+
+// sampleSize is how many of the moved keys are compared, value, type and
+// TTL, before and after each move: enough to catch a broken copy, cheap on
+// a million keys.
+const sampleSize = 2000
+
+// captureSample records keys of the moved slots, spread over the fill.
+func captureSample(ctx context.Context, c *localcluster.Cluster, p plan, keys int) (*localcluster.KeyStates, error) {
+	moved := p.union()
+	var names []string
+	for i := 0; i < keys && len(names) < sampleSize; i += max(1, keys/(8*sampleSize)) {
+		if k := KeyName(i); moved.Contains(slots.ForString(k)) {
+			names = append(names, k)
+		}
+	}
+	cc := c.Client()
+	defer cc.Close()
+	ks, err := localcluster.Capture(ctx, cc, names)
+	if err != nil {
+		return nil, fmt.Errorf("sample the moved keys: %w", err)
+	}
+	return ks, nil
 }
 
 // verify checks the outcome cheaply, against the cluster's state and data,
 // and notes every failed check as a warning of the run.
-func verify(ctx context.Context, c *localcluster.Cluster, p plan, method string, ld *load, r *RunResult) {
+func verify(ctx context.Context, c *localcluster.Cluster, p plan, method string, ld *load, sample *localcluster.KeyStates, r *RunResult) {
 	warn := func(format string, args ...any) { r.Warnings = append(r.Warnings, fmt.Sprintf(format, args...)) }
 	moved := p.union()
 	target := c.Nodes[targetNode]
@@ -248,6 +277,12 @@ func verify(ctx context.Context, c *localcluster.Cluster, p plan, method string,
 	if err := localcluster.CheckWithRedisCli(ctx, target.Addr); err != nil {
 		warn("redis-cli --cluster check: %s", firstLines(err.Error(), 3))
 	}
+	// A fresh client: its slot map is read after the move.
+	cc := c.Client()
+	if err := sample.Compare(ctx, cc); err != nil {
+		warn("the moved keys' contents: %s", firstLines(err.Error(), 3))
+	}
+	cc.Close()
 	if ld != nil {
 		ops, lost, extra, err := ld.check(ctx)
 		if err != nil {
