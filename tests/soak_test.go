@@ -110,7 +110,9 @@ func assertPauses(t *testing.T, rep *soak.Report) {
 				t.Errorf("move %d (%s): cutover attempt %d paused the source's writers for %.1f ms, over the mechanism's bound %s", e.Seq, e.Class, i+1, p, pauseBound)
 			}
 		}
-		if e.Class != "moved" {
+		if e.Class != "moved" || e.Crashed {
+			// A move that crashed after its release and was finished by
+			// fix (Valkey 8) never measured its pause: it ran out.
 			continue
 		}
 		if n := len(e.AttemptPausesMS); n == 0 || n != e.Attempts || e.AttemptPausesMS[n-1] != e.PauseMS {
