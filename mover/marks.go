@@ -2,9 +2,7 @@ package mover
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/slotmover/slotmover/cluster"
@@ -28,13 +26,12 @@ func (t *task) setImporting(ctx context.Context) error {
 		}
 		// EVAL, not Run: its EVALSHA would count a NOSCRIPT in the
 		// operator's error statistics on a node that has not seen it.
-		err := markScript.Eval(ctx, t.p.target, nil, args...).Err()
-		var refused redis.Error
-		if errors.As(err, &refused) && strings.Contains(err.Error(), "slotmover:") {
-			return refuse("target %s: %s", t.opts.Target.Addr, strings.TrimPrefix(err.Error(), "ERR "))
-		}
+		busy, err := markScript.Eval(ctx, t.p.target, nil, args...).Int64()
 		if err != nil {
 			return fmt.Errorf("mark the slots importing on target %s: %w", t.opts.Target.Addr, err)
+		}
+		if busy >= 0 {
+			return refuse("target %s: slot %d is migrating or importing already (another move of it under way?)", t.opts.Target.Addr, busy)
 		}
 	}
 	// Another target may import the same slots (a move of them to another
@@ -91,7 +88,7 @@ func (t *task) markOneByOne(ctx context.Context) error {
 // (ARGV[1]) unless one of them is migrating or importing already: checked
 // and set in one step, so that of two moves of the same slots that both
 // passed the preflight, one gets the slots and the other is refused with
-// nothing changed.
+// nothing changed. It returns that slot, or -1 once it set them all.
 var markScript = redis.NewScript(`local open = {}
 for line in string.gmatch(redis.call('CLUSTER', 'NODES'), '[^\n]+') do
   local flags = string.match(line, '^%S+ %S+ (%S+)')
@@ -101,8 +98,8 @@ for line in string.gmatch(redis.call('CLUSTER', 'NODES'), '[^\n]+') do
 end
 for i = 2, #ARGV do
   if open[ARGV[i]] then
-    return redis.error_reply('slotmover: slot ' .. ARGV[i] .. ' is migrating or importing already (another move of it under way?)')
+    return tonumber(ARGV[i])
   end
 end
 for i = 2, #ARGV do redis.call('CLUSTER', 'SETSLOT', ARGV[i], 'IMPORTING', ARGV[1]) end
-return #ARGV - 1`)
+return -1`)
