@@ -11,6 +11,7 @@ import (
 
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/cutover"
+	"github.com/slotmover/slotmover/internal/info"
 	"github.com/slotmover/slotmover/slots"
 )
 
@@ -144,11 +145,13 @@ func reach(ctx context.Context, c *redis.Client, role string) (*cluster.Topology
 	if err := c.Ping(ctx).Err(); err != nil {
 		return nil, refuse("cannot reach %s %s: %w", role, addr, err)
 	}
+	// INFO says whether the node runs in cluster mode; the error of
+	// CLUSTER NODES would say it only in its wording.
+	if f, err := info.Read(ctx, c, "cluster"); err == nil && f["cluster_enabled"] == "0" {
+		return nil, refuse("%s %s is not in cluster mode", role, addr)
+	}
 	top, err := cluster.Load(ctx, c)
 	if err != nil {
-		if strings.Contains(err.Error(), "cluster support disabled") {
-			return nil, refuse("%s %s is not in cluster mode", role, addr)
-		}
 		return nil, refuse("cannot read the cluster from %s %s: %w", role, addr, err)
 	}
 	return top, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,5 +89,19 @@ func TestMoveCancel(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A node that does not run in cluster mode is refused before anything is
+// changed, with that said.
+func TestMoveRefusesANodeOutOfClusterMode(t *testing.T) {
+	cl := harness.ClusterT(t, []string{"0-16383"}, localcluster.Options{})
+	plain := harness.ServerT(t, localcluster.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sum, err := Run(ctx, Options{Source: Conn{Addr: cl.Nodes[0].Addr}, Target: Conn{Addr: plain.Addr}, Slots: slots.NewSet(slots.Range{Start: 0, End: 9})})
+	var refused *InputError
+	if !errors.As(err, &refused) || sum.Result != ResultRefused || !strings.Contains(err.Error(), "target "+plain.Addr+" is not in cluster mode") {
+		t.Fatalf("move to a standalone server: %s, %v", sum.Result, err)
 	}
 }
