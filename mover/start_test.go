@@ -63,6 +63,13 @@ func TestMoveCancel(t *testing.T) {
 			if sum.Result != c.result {
 				t.Fatalf("cancel in %s: result %s (%v), want %s", c.at, sum.Result, err, c.result)
 			}
+			// The source's settings tuned for the sync are as they were,
+			// however the move ended.
+			for name, want := range map[string]string{"repl-diskless-sync-delay": "5", "rdbcompression": "yes"} {
+				if got := source.ConfigGet(ctx, name).Val()[name]; got != want {
+					t.Fatalf("the source's %s is %q after the move (%s), was %q", name, got, c.result, want)
+				}
+			}
 			owner := cl.IDs[0]
 			if c.result == ResultMoved {
 				owner = cl.IDs[2]
