@@ -160,10 +160,11 @@ func (b *ttlBook) check(ctx context.Context, target *redis.Client) (problems map
 		case got.typ == "":
 		case want.typ == "":
 			p = fmt.Sprintf("resurrected: a %s (expiry %d) where the source had none", got.typ, got.at)
-		case got.typ != want.typ || got.digest != want.digest:
-			p = fmt.Sprintf("%s %s, want %s %s", got.typ, got.digest, want.typ, want.digest)
 		case want.at > 0 && got.at == 0:
 			p = fmt.Sprintf("left without its TTL (expiry %d ms from now)", want.at-now)
+		case got.typ != want.typ || got.digest != want.digest:
+			// DEBUG DIGEST-VALUE also tells a key with a TTL from one without.
+			p = fmt.Sprintf("%s %s, want %s %s", got.typ, got.digest, want.typ, want.digest)
 		case got.at-want.at > 1000 || want.at-got.at > 1000:
 			p = fmt.Sprintf("expires %d ms from now, want %d ms", got.at-now, want.at-now)
 		}
@@ -187,11 +188,10 @@ func (b *ttlBook) check(ctx context.Context, target *redis.Client) (problems map
 // none is resurrected, none left without its TTL. Groups (each of every
 // type, small and big):
 //   - long: a 1-hour TTL, through the replay of big keys (TTL set last);
-//   - scan: in the snapshot, expiring while the target stalls (DEBUG
-//     SLEEP) before it applies them;
-//   - expired-at-scan: already expired when the source forked (active
-//     expiry off then), never copied; one is written again, with a TTL,
-//     during the catch-up;
+//   - scan: in the snapshot, read and sent to the target alive, expiring
+//     while the target stalls (DEBUG SLEEP) before it applies them;
+//   - expired-at-scan: already expired when the source forked, never
+//     copied; one is written again, with a TTL, during the catch-up;
 //   - extended: in the snapshot with a short TTL that the source extends
 //     (or writes and extends) during the target's stall, before it runs
 //     out: the target must not lose them;
@@ -202,17 +202,32 @@ func (b *ttlBook) check(ctx context.Context, target *redis.Client) (problems map
 //     them until it is applied) with a short TTL and extended before it
 //     runs out.
 //
-// The catch-up is held (fence hook) until the delta writes are done and
-// the short TTLs have run out. Every key of load() in the slots (half with
-// a 1-hour TTL, medium lists, skiplist zsets and big keys all replayed at
-// this threshold) is compared too.
+// The source's active expiry is off from before the fork until the move
+// is over: it streams no DEL for keys that run out, so the target alone
+// must let them go when due (the source's DELs would hide a key the target
+// brought back). The catch-up is held (fence hook) until the delta writes
+// are done and the short TTLs have run out. Keys of every type and
+// encoding filled in the slots (half with a 1-hour TTL; medium lists,
+// skiplist zsets and big keys replayed at this threshold) are compared
+// too.
 func TestClaimsExpiringKeysKeepTheirTTL(t *testing.T) {
 	c := fourMasters(t)
 	ctx := testContext(t, 3*time.Minute)
 	cc := c.Client()
 	defer cc.Close()
 	set := mustSlots(t, "0-2000")
-	moved := keysIn(load(t, cc, 5_000, set), set)
+	// Every type and encoding, half with a 1-hour TTL, and big keys: at
+	// this threshold medium lists, skiplist zsets and the big keys are all
+	// replayed. Few enough keys that the whole snapshot is sent to the
+	// target at once (see the stall below).
+	var moved []string
+	for i := 0; i < 2; i++ {
+		keys, err := localcluster.FillEveryType(ctx, cc, tagIn(set, 70+i), localcluster.FillOptions{Small: 2, BigElements: 300, TTL: time.Hour, Seed: uint64(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		moved = append(moved, keys...)
+	}
 	base, err := localcluster.Capture(ctx, cc, moved)
 	if err != nil {
 		t.Fatal(err)
@@ -260,9 +275,9 @@ func TestClaimsExpiringKeysKeepTheirTTL(t *testing.T) {
 	mustWrite("long", func(int) time.Duration { return time.Hour })
 	mustWrite("catch-up", func(i int) time.Duration { return 2500*time.Millisecond + time.Duration(i)*50*time.Millisecond })
 	extended := mustWrite("extended", func(int) time.Duration { return 1500 * time.Millisecond })
-	// Already expired when the source forks: its active expiry is off
-	// until then, so that it keeps them, expired, for the snapshot (and
-	// nothing reads them: a read would delete them).
+	// From here to the end of the move the source's active expiry is off
+	// (see above); it keeps the expired ones, expired, for the snapshot
+	// (and nothing reads them: a read would delete them).
 	if err := source.Do(ctx, "DEBUG", "SET-ACTIVE-EXPIRE", "0").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +296,7 @@ func TestClaimsExpiringKeysKeepTheirTTL(t *testing.T) {
 			expiredAtScan = append(expiredAtScan, k)
 		}
 	}
-	scan := mustWrite("scan", func(i int) time.Duration { return 400*time.Millisecond + time.Duration(i)*40*time.Millisecond })
+	scan := mustWrite("scan", func(i int) time.Duration { return 600*time.Millisecond + time.Duration(i)*80*time.Millisecond })
 	time.Sleep(40 * time.Millisecond)
 	// They have run out, and the source still holds them.
 	if n, err := source.DBSize(ctx).Result(); err != nil || n != held+int64(len(expiredAtScan)+len(scan)) {
@@ -289,29 +304,24 @@ func TestClaimsExpiringKeysKeepTheirTTL(t *testing.T) {
 	}
 
 	var stallErr, deltaErr atomic.Value
-	var forkSeen, stallEnd time.Time // set by the goroutine below, read after snapshotWrites
+	var stallEnd time.Time // set by the goroutine below, read after snapshotWrites
 	deltaDone := make(chan struct{})
 	var inCatchUp atomic.Bool
 	snapshotWrites := make(chan struct{})
-	dumps, err := localcluster.CommandStat(ctx, target, "dump", "calls")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The target stalls from right before the source forks until well
-	// after: the move's one DUMP on the target (of a scratch key, for its
-	// RDB version) comes right before it opens the replication link, and
-	// the snapshot's keys reach the target only after the stall, expired
-	// by then for the scan group. Meanwhile the source extends keys before
-	// they run out, and writes keys that the stream brings only after the
-	// snapshot.
+	// Once the target holds the first key of the snapshot, it stalls: the
+	// feeder reads the rest of the RDB meanwhile (the scanner leaves out a
+	// key expired when it reads it) and sends every key, which the target
+	// applies only after the stall, expired by then for the scan group.
+	// Meanwhile the source extends keys before they run out, and writes
+	// keys that the stream brings only after the snapshot.
 	go func() {
 		defer close(snapshotWrites)
 		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Microsecond) {
-			if n, _ := localcluster.CommandStat(ctx, target, "dump", "calls"); n > dumps {
+			if n, _ := target.DBSize(ctx).Result(); n > 0 {
 				break
 			}
 			if time.Now().After(deadline) {
-				stallErr.Store(fmt.Errorf("the move never read the target's RDB version"))
+				stallErr.Store(fmt.Errorf("the copy never began"))
 				return
 			}
 		}
@@ -323,22 +333,7 @@ func TestClaimsExpiringKeysKeepTheirTTL(t *testing.T) {
 			stallEnd = time.Now()
 			slept <- err
 		}()
-		// Once the source has its new replica (and forked for it), its
-		// active expiry is back on.
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-			if text, _ := source.Info(ctx, "replication").Result(); strings.Contains(text, "slave0:") {
-				forkSeen = time.Now()
-				break
-			}
-			if time.Now().After(deadline) {
-				stallErr.Store(fmt.Errorf("the move never connected to the source as a replica"))
-				return
-			}
-		}
-		if err := source.Do(ctx, "DEBUG", "SET-ACTIVE-EXPIRE", "1").Err(); err != nil {
-			stallErr.Store(err)
-			return
-		}
+		time.Sleep(20 * time.Millisecond)
 		for i, k := range extended {
 			var err error
 			if i%2 == 0 {
@@ -412,6 +407,9 @@ func TestClaimsExpiringKeysKeepTheirTTL(t *testing.T) {
 	sum, err := mover.Run(mctx, mover.Options{
 		Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
 		Slots: set, Logger: testLogger(t), BigKeyElements: ttlBigThreshold, Chunk: 50,
+		// Room for every command of the snapshot in flight, so that the
+		// feeder reads and sends it all while the target stalls.
+		Window:      10_000,
 		MaxAttempts: 1_000_000, FenceTimeout: 5 * time.Millisecond,
 		Progress: func(p mover.Progress) {
 			if p.Phase == mover.PhaseCatchUp && inCatchUp.CompareAndSwap(false, true) {
@@ -433,18 +431,22 @@ func TestClaimsExpiringKeysKeepTheirTTL(t *testing.T) {
 	if err != nil || sum.Result != mover.ResultMoved {
 		t.Fatalf("move: %s: %v", sum.Result, err)
 	}
+	if err := source.Do(ctx, "DEBUG", "SET-ACTIVE-EXPIRE", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	// The scan group was in the snapshot, alive when the source forked
-	// (at the latest when it listed the move's link), and had run out by
-	// the end of the target's stall, before which the target applied
-	// nothing of the snapshot.
+	// Every key of the snapshot alive when the feeder read it was copied:
+	// all but the expired-at-scan group. So the scan keys were read alive,
+	// and they ran out before the end of the target's stall, before the
+	// target applied them: between scan and apply.
+	if want := int64(len(moved) + 4*len(scan)); sum.KeysCopied != want {
+		t.Fatalf("%d keys copied, want %d (the filled keys and the long, catch-up, extended and scan groups): the feeder read some after they ran out, the test missed its window", sum.KeysCopied, want)
+	}
 	for _, k := range scan {
-		at := book.keys[k].at
-		if at <= forkSeen.UnixMilli() || at >= stallEnd.UnixMilli() {
-			t.Fatalf("%s expires at %d, not between the fork (by %d) and the end of the target's stall (%d): the test missed its window",
-				k, at, forkSeen.UnixMilli(), stallEnd.UnixMilli())
+		if at := book.keys[k].at; at >= stallEnd.UnixMilli() {
+			t.Fatalf("%s expires at %d, after the target's stall (%d): the test missed its window", k, at, stallEnd.UnixMilli())
 		}
 	}
 	// Right after the move, and again once every short TTL has run out.
@@ -483,9 +485,9 @@ func TestClaimsExpiringKeysKeepTheirTTL(t *testing.T) {
 			t.Errorf("pass %d: expired-at-scan: %d present, want only the one written again", pass, present["expired-at-scan"])
 		}
 	}
-	// load()'s keys, most of them replayed as big keys at this threshold.
+	// The filled keys of every type and encoding, many replayed at this threshold.
 	if err := base.Compare(ctx, target); err != nil {
-		t.Fatalf("load()'s keys on the target: %v", err)
+		t.Fatalf("the filled keys on the target: %v", err)
 	}
 	if sum.BigKeys < int64(len(ttlKinds)-1)*3 {
 		t.Fatalf("only %d keys were replayed as big keys: the big-key path was not exercised", sum.BigKeys)
