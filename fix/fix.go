@@ -479,6 +479,17 @@ func Run(ctx context.Context, o Options) ([]Repair, []string, error) {
 		case RepairClaim:
 			if err = claim(ctx, c, clients[r.Source], r); err == nil {
 				log.Info("claimed", "target", r.Addr, "source", r.SourceAddr)
+				// The other masters are told too, as a move's switch
+				// tells them: not needed (the claim's epoch wins by
+				// gossip), but clients asking them see the owner at once.
+				for id, o := range clients {
+					if id == r.NodeID || id == r.Source {
+						continue
+					}
+					if terr := cutover.SetSlots(ctx, o, r.Slots.Slots(), "NODE", r.NodeID); terr != nil {
+						log.Warn("a master not told of the claim; it learns it by gossip", "master", o.Options().Addr, "error", terr)
+					}
+				}
 			}
 		case RepairRollback:
 			if err = backed(ctx, c, clients[r.Owner], r); err == nil {

@@ -200,6 +200,21 @@ func repaired(ctx context.Context, conn mover.Conn, m Move, forward bool, repair
 	if !gave && !forward {
 		return nil, 0, fmt.Errorf("no give-back of slots %s from %s among the repairs %v (notes %q)", m.Slots, m.SourceAddr, repairs, notes)
 	}
+	// The views converge by gossip within moments of the repair.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		proven, n, err := ownerEverywhere(ctx, conn, m, owner, owned, other)
+		if err == nil || time.Now().After(deadline) {
+			return proven, n, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// ownerEverywhere reads every master's own view: owner must be the only
+// one of every slot of m, with no mark on them, and other must hold none
+// of their keys.
+func ownerEverywhere(ctx context.Context, conn mover.Conn, m Move, owner, owned, other string) ([]string, int, error) {
 	c := conn.Client()
 	top, err := cluster.Load(ctx, c)
 	c.Close()
