@@ -6,29 +6,37 @@ import (
 )
 
 // The target is a master: it expires keys by its own clock, where a
-// replica would wait for its master's DEL. A key copied with a TTL that the
-// application extends on the source before it runs out can so expire on
-// the target before the extension arrives through the stream (late by the
-// snapshot's length, for a write made during it, or by a stall of the
-// target); the extension then finds no key, and a later INCR or HSET makes
-// a new one without a TTL. So can a key that expired before the snapshot
-// reached it. Commands on such keys of the snapshot are sent through
-// apply.GuardScript, which runs them only if the key still exists on the
-// target and else answers that it is gone: the key is then read again from
-// the source (a resync), which holds every command on it up to that point,
-// and is guarded no more. Keys that the stream or a resync gives a TTL reach the
-// target within the catch-up's lag of milliseconds, and are not guarded:
-// guarding them would turn every short-lived key (a rate limiter's) into a
-// resync.
+// replica would wait for its master's DEL. A command the source ran on a
+// key before the key's expiry can so reach the target after it: late by
+// the snapshot's length for a write made during it (the stream waits for
+// the snapshot), by a stall of the target, or by the catch-up's lag. It
+// then finds no key: an extension (PEXPIREAT) does nothing, and an INCR or
+// HSET makes a new key from nothing, without a TTL.
+//
+// So the feeder keeps the expiry time of every key it gives one within
+// expiryHorizon, from the snapshot, the stream and resyncs alike, and a
+// command on a key whose expiry is less than guardAhead away, or past, is
+// sent through apply.GuardScript: it runs only if the key still exists on
+// the target, and else the guard answers that it is gone and the key is
+// read again from the source (a resync), which holds every command on it
+// up to that point. Commands on keys further from their expiry go as they
+// are: the target runs them well before it could expire the key. A key
+// that expired on the source too does not resync: the source streams its
+// DEL before any later write to it, and DEL needs no guard.
 
-// expiryHorizon bounds which keys are guarded: those whose expiry time, as
+// expiryHorizon bounds which keys are kept: those whose expiry time, as
 // last copied or set, is less than this far ahead. Past it, a move would
 // have to run longer than this for the race to happen.
 const expiryHorizon = 10 * time.Minute
 
-// expiring is the set of keys to guard, by a hash of their names (a
-// collision only guards a key that needs none), with the expiry time last
-// seen for them.
+// guardAhead is how close to its expiry a key's commands go through the
+// guard: room for the time a command waits in the applier's pipeline, and
+// for the target's clock running ahead of ours.
+const guardAhead = 5 * time.Second
+
+// expiring is the set of keys with an expiry within the horizon, by a hash
+// of their names (a collision only guards a key that needs none), with
+// that expiry time.
 type expiring struct {
 	seed maphash.Seed
 	at   map[uint64]int64
@@ -38,17 +46,24 @@ func newExpiring() *expiring {
 	return &expiring{seed: maphash.MakeSeed(), at: map[uint64]int64{}}
 }
 
-// track notes that key expires at ms (Unix ms; 0 for no TTL): within the
-// horizon, it is guarded from now on.
+// track notes that key expires at ms (Unix ms; 0 for no TTL): a key
+// within the horizon is kept, any other forgotten.
 func (x *expiring) track(key []byte, ms int64) {
 	if ms > 0 && ms < time.Now().Add(expiryHorizon).UnixMilli() {
 		x.at[maphash.Bytes(x.seed, key)] = ms
+	} else if len(x.at) > 0 {
+		x.forget(key)
 	}
 }
 
 func (x *expiring) forget(key []byte) { delete(x.at, maphash.Bytes(x.seed, key)) }
 
-func (x *expiring) guarded(key []byte) bool {
-	_, ok := x.at[maphash.Bytes(x.seed, key)]
-	return ok
+// guarded reports whether a command on key, sent at now (Unix ms), must go
+// through the guard.
+func (x *expiring) guarded(key []byte, now int64) bool {
+	if len(x.at) == 0 {
+		return false
+	}
+	at, ok := x.at[maphash.Bytes(x.seed, key)]
+	return ok && at < now+guardAhead.Milliseconds()
 }

@@ -50,7 +50,7 @@ type feeder struct {
 	deferredCount atomic.Int64 // len(deferred), for the cutover's fence
 	frozenAt      atomic.Int64 // 1 + the stream offset past which nothing is applied; 0 until the cutover
 	warnedSplit   bool
-	expiring      *expiring // keys that may expire on the target before the stream reaches them
+	expiring      *expiring // keys that may expire on the target before a command on them arrives
 }
 
 // freeze stops applying the stream at and past off, and freeze(-1) lifts
@@ -355,18 +355,23 @@ func (f *feeder) applyOne(ctx context.Context, u *stream.Command) error {
 			return nil // its resync will bring the key as it is after this command
 		}
 		args := absoluteTTL(u.Args, func() int64 { return f.clock.at(u.End) })
-		if f.expiring.guarded(keys[0]) {
-			if err := f.app.Send(0, u.Name(), argAsking); err != nil {
+		name := u.Name()
+		if name == "DEL" || name == "UNLINK" {
+			f.expiring.forget(keys[0])
+			return f.send(name, args...)
+		}
+		if f.expiring.guarded(keys[0], time.Now().UnixMilli()) {
+			if err := f.app.Send(0, name, argAsking); err != nil {
 				return err
 			}
-			if err := f.app.SendGuarded(u.Name(), keys[0], args...); err != nil {
+			if err := f.app.SendGuarded(name, keys[0], args...); err != nil {
 				return err
 			}
-		} else if err := f.send(u.Name(), args...); err != nil {
+		} else if err := f.send(name, args...); err != nil {
 			return err
 		}
-		if name := u.Name(); name == "DEL" || name == "UNLINK" {
-			f.expiring.forget(keys[0])
+		if at, ok := expiryOf(args); ok {
+			f.expiring.track(keys[0], at)
 		}
 		return nil
 	}
@@ -383,6 +388,7 @@ func (f *feeder) applyOne(ctx context.Context, u *stream.Command) error {
 		return nil
 	case "MSET", "MSETNX": // MSETNX reaches the stream only when it set every key
 		for _, k := range u.Keys {
+			f.expiring.forget(u.Args[k]) // MSET leaves no TTL
 			if f.deferred[string(u.Args[k])] == 0 && k+1 < len(u.Args) {
 				if err := f.send(u.Name(), argSet, u.Args[k], u.Args[k+1]); err != nil {
 					return err
@@ -491,9 +497,9 @@ func (f *feeder) finishResync(r *pendingResync) error {
 		}
 		delete(f.deferred, k)
 		payload, err := r.dumps[i].Bytes()
-		f.expiring.forget([]byte(k))
 		switch {
 		case err == redis.Nil:
+			f.expiring.forget([]byte(k))
 			err = f.send("resync", []byte("DEL"), []byte(k))
 		case err != nil:
 			return fmt.Errorf("resync of %q: DUMP on the source: %w", k, err)
@@ -505,6 +511,7 @@ func (f *feeder) finishResync(r *pendingResync) error {
 			if d := r.ttls[i].Val(); d > 0 {
 				at = r.now.Val().UnixMilli() + d.Milliseconds()
 			}
+			f.expiring.track([]byte(k), at)
 			f.ttlBuf = strconv.AppendInt(f.ttlBuf[:0], at, 10)
 			err = f.app.Send(0, "RESTORE "+k, argRestoreAsking, []byte(k), f.ttlBuf, payload, argReplace, argAbsTTL)
 		}

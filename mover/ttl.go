@@ -121,3 +121,58 @@ func (c *sourceClock) at(end int64) int64 {
 	last := c.samples[len(c.samples)-1]
 	return last.ms + time.Since(last.local).Milliseconds()
 }
+
+// expiryOf returns the expiry a command in the absolute form of
+// absoluteTTL leaves its key with (Unix ms; 0 for none), and false for a
+// command that leaves the key's expiry as it was (or one it cannot read).
+func expiryOf(args [][]byte) (int64, bool) {
+	if len(args) < 2 {
+		return 0, false
+	}
+	abs := func(unit int64, a []byte) (int64, bool) {
+		n, err := strconv.ParseInt(string(a), 10, 64)
+		return n * unit, err == nil
+	}
+	switch string(bytes.ToUpper(args[0])) {
+	case "PEXPIREAT":
+		if len(args) >= 3 {
+			return abs(1, args[2])
+		}
+	case "EXPIREAT":
+		if len(args) >= 3 {
+			return abs(1000, args[2])
+		}
+	case "PERSIST", "GETSET":
+		return 0, true
+	case "SET", "GETEX":
+		first := 3 // SET key value [options]
+		if bytes.EqualFold(args[0], []byte("GETEX")) {
+			first = 2
+		}
+		for i := first; i < len(args); i++ {
+			switch opt := string(bytes.ToUpper(args[i])); {
+			case (opt == "PXAT" || opt == "EXAT") && i+1 < len(args):
+				if opt == "EXAT" {
+					return abs(1000, args[i+1])
+				}
+				return abs(1, args[i+1])
+			case opt == "KEEPTTL", opt == "EX", opt == "PX":
+				return 0, false
+			case opt == "PERSIST":
+				return 0, true
+			}
+		}
+		return 0, first == 3 // SET without a TTL clears it; GETEX without one keeps it
+	case "RESTORE", "RESTORE-ASKING":
+		if len(args) < 4 {
+			return 0, false
+		}
+		ttl, ok := abs(1, args[2])
+		absolute := slices.ContainsFunc(args[4:], func(a []byte) bool { return bytes.EqualFold(a, []byte("ABSTTL")) })
+		if !ok || (ttl != 0 && !absolute) {
+			return 0, false
+		}
+		return ttl, true
+	}
+	return 0, false
+}

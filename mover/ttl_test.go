@@ -36,17 +36,92 @@ func TestAbsoluteTTL(t *testing.T) {
 		"SET k v EX 1 KEEPTTL foo": "SET k v PXAT 1001000 KEEPTTL foo",
 	}
 	for in, want := range cases {
-		var args [][]byte
-		for _, f := range strings.Fields(in) {
-			args = append(args, []byte(f))
-		}
 		var got []string
-		for _, a := range absoluteTTL(args, at) {
+		for _, a := range absoluteTTL(fields(in), at) {
 			got = append(got, string(a))
 		}
 		if g := strings.Join(got, " "); g != want {
 			t.Errorf("%s: got %q, want %q", in, g, want)
 		}
+	}
+}
+
+func fields(s string) [][]byte {
+	var args [][]byte
+	for _, f := range strings.Fields(s) {
+		args = append(args, []byte(f))
+	}
+	return args
+}
+
+func TestExpiryOf(t *testing.T) {
+	type result struct {
+		at   int64
+		sets bool
+	}
+	cases := map[string]result{
+		"SET k v PXAT 7":                      {7, true},
+		"set k v nx exat 7":                   {7000, true},
+		"SET k PXAT":                          {0, true}, // the value is PXAT
+		"SET k v":                             {0, true},
+		"SET k v GET":                         {0, true},
+		"SET k v KEEPTTL":                     {0, false},
+		"SET k v PX 5":                        {0, false}, // relative: not the absolute form
+		"PEXPIREAT k 9":                       {9, true},
+		"PEXPIREAT k 9 GT":                    {9, true},
+		"EXPIREAT k 9":                        {9000, true},
+		"PEXPIREAT k":                         {0, false},
+		"PERSIST k":                           {0, true},
+		"GETSET k v":                          {0, true},
+		"GETEX k PXAT 12":                     {12, true},
+		"GETEX k PERSIST":                     {0, true},
+		"GETEX k":                             {0, false},
+		"RESTORE k 100 p ABSTTL":              {100, true},
+		"RESTORE k 0 p REPLACE":               {0, true},
+		"RESTORE k 100 p REPLACE":             {0, false},
+		"restore-asking k 5 p REPLACE absttl": {5, true},
+		"INCR k":                              {0, false},
+		"HSET k f v":                          {0, false},
+	}
+	for in, want := range cases {
+		at, sets := expiryOf(fields(in))
+		if (result{at, sets}) != want {
+			t.Errorf("%s: got %d %v, want %d %v", in, at, sets, want.at, want.sets)
+		}
+	}
+}
+
+// A key is guarded only close to its expiry or past it, and only while
+// its last known expiry is within the horizon.
+func TestExpiringGuardsNearTheExpiry(t *testing.T) {
+	x := newExpiring()
+	now := time.Now().UnixMilli()
+	k := []byte("k")
+	if x.guarded(k, now) {
+		t.Fatal("an untracked key is guarded")
+	}
+	x.track(k, now+time.Minute.Milliseconds())
+	if x.guarded(k, now) {
+		t.Error("a key a minute from its expiry is guarded")
+	}
+	if !x.guarded(k, now+time.Minute.Milliseconds()-guardAhead.Milliseconds()+1) {
+		t.Error("a key less than guardAhead from its expiry is not guarded")
+	}
+	if !x.guarded(k, now+2*time.Minute.Milliseconds()) {
+		t.Error("a key past its expiry is not guarded")
+	}
+	x.track(k, now-1) // expired before it was copied
+	if !x.guarded(k, now) {
+		t.Error("a key copied expired is not guarded")
+	}
+	x.track(k, now+2*expiryHorizon.Milliseconds())
+	if x.guarded(k, now+expiryHorizon.Milliseconds()) {
+		t.Error("a key extended past the horizon keeps its old expiry")
+	}
+	x.track(k, now)
+	x.track(k, 0)
+	if x.guarded(k, now+time.Minute.Milliseconds()) {
+		t.Error("a key whose TTL was removed is still guarded")
 	}
 }
 
