@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/slotmover/slotmover/apply"
 	"github.com/slotmover/slotmover/rdbparse"
+	"github.com/slotmover/slotmover/slotread"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/stream"
 )
@@ -44,11 +46,12 @@ type feeder struct {
 	ttlBuf        []byte
 	valueBuf      []byte // room for a string value stored as an integer
 	bigSeq        int
-	resyncSeq     uint64
-	deferred      map[string]uint64 // key → the resync that will bring it
-	resyncs       map[string]*pendingResync
-	deferredCount atomic.Int64 // len(deferred), for the cutover's fence
-	frozenAt      atomic.Int64 // 1 + the stream offset past which nothing is applied; 0 until the cutover
+	readSeq       uint64
+	deferred      map[string]uint64       // key → the read that will bring it (awaitingRead: one not made yet)
+	pending       map[string]*pendingRead // reads whose marker has not come, by nonce
+	deferredCount atomic.Int64            // len(deferred), for the cutover's fence
+	keys          *keySnapshot            // the keys path's snapshot; nil for the RDB's
+	frozenAt      atomic.Int64            // 1 + the stream offset past which nothing is applied; 0 until the cutover
 	warnedSplit   bool
 	expiring      *expiring // keys that may expire on the target before a command on them arrives
 }
@@ -70,18 +73,27 @@ var (
 	argOff           = []byte("OFF")
 )
 
-// run applies the snapshot, closes snapDone once the target has acknowledged
+// run applies the snapshot (the RDB's, or the keys path's, which applies
+// the stream as it goes), closes snapDone once the target has acknowledged
 // all of it, then applies the command stream until it fails or ctx ends.
 func (f *feeder) run(ctx context.Context, snapDone chan<- struct{}) error {
-	if err := f.snapshot(ctx); err != nil {
-		return fmt.Errorf("snapshot: %w", err)
-	}
-	close(snapDone)
 	if err := apply.GuardScript.Load(ctx, f.target).Err(); err != nil {
 		return fmt.Errorf("load the expiry guard on the target: %w", err)
 	}
+	if f.keys == nil {
+		if err := f.snapshot(ctx); err != nil {
+			return fmt.Errorf("snapshot: %w", err)
+		}
+		close(snapDone)
+	}
 
 	r := f.link.Commands(f.keyTable)
+	if f.keys != nil {
+		if err := f.readKeys(ctx, r); err != nil {
+			return fmt.Errorf("snapshot: %w", err)
+		}
+		close(snapDone)
+	}
 	for {
 		cmd, err := r.Next()
 		if err != nil {
@@ -272,8 +284,8 @@ func (f *feeder) applyDelta(ctx context.Context, cmd *stream.Command) error {
 			}
 		}
 	}
-	if r := f.resyncOf(cmd); r != nil {
-		if err := f.finishResync(r); err != nil {
+	if r := f.readOf(cmd); r != nil {
+		if err := f.finishRead(r); err != nil {
 			return err
 		}
 		f.app.Mark(cmd.End)
@@ -344,6 +356,9 @@ func (f *feeder) check(u *stream.Command) error {
 func (f *feeder) applyOne(ctx context.Context, u *stream.Command) error {
 	if u.Class != stream.ClassKeyed || !f.opts.Slots.Contains(u.Slot) {
 		return nil
+	}
+	if f.keys != nil && f.keys.held[u.Slot] {
+		return nil // the slot's listing, later in the stream, holds its effect
 	}
 	f.stats.delta.Add(1)
 	if h := f.opts.Hooks.Delta; h != nil && !h(u) {
@@ -424,103 +439,123 @@ func distinctKeys(u *stream.Command) [][]byte {
 	return out
 }
 
-// pendingResync is a copy of some keys read on the source in the same
-// transaction as a marker write, so that the marker's place in the stream
-// is exactly the moment the copy shows.
-type pendingResync struct {
-	id     uint64
-	marker []byte
-	keys   []string
-	dumps  []*redis.StringCmd
-	ttls   []*redis.DurationCmd
-	now    *redis.TimeCmd // the source's clock when it read them
+// pendingRead is a read on the source made in one call with a marker
+// write (see package slotread), so that the marker's place in the stream
+// is exactly the moment the read shows: a copy of some keys, or a listing
+// of slots for the keys path's snapshot.
+type pendingRead struct {
+	id       uint64
+	marker   []byte
+	keys     []slotread.Key // the copies, restored at the marker
+	listed   []uint16       // a listing's slots, held until the marker
+	snapshot bool           // part of the keys path's snapshot
 }
 
+// awaitingRead marks a listed key whose read is not made yet.
+const awaitingRead = math.MaxUint64
+
 // resync handles a multi-key write the target would refuse: its keys are
-// read on the source (DUMP, PTTL, and TIME for the moment: PEXPIRETIME is
-// 7.0+) in one MULTI with a marker write (SET then DEL of a key of the same
-// slot, which nothing else uses), and every later command on them is
-// skipped until the marker comes through the stream, where the copies are
-// RESTOREd: the state the keys have there.
+// read again on the source in one call with a marker write, and every
+// later command on them is skipped until the marker comes through the
+// stream, where the copies are RESTOREd: the state the keys have there.
 func (f *feeder) resync(ctx context.Context, slot uint16, keys [][]byte) error {
-	f.resyncSeq++
-	r := &pendingResync{id: f.resyncSeq, marker: []byte(tempKey(slot, f.opts.TaskID+":marker", 0))}
-	nonce := strconv.FormatUint(r.id, 10)
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	_, err := f.source.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		r.now = p.Time(ctx)
-		for _, k := range keys {
-			r.keys = append(r.keys, string(k))
-			r.dumps = append(r.dumps, p.Dump(ctx, string(k)))
-			r.ttls = append(r.ttls, p.PTTL(ctx, string(k)))
-		}
-		p.Set(ctx, string(r.marker), nonce, 0)
-		p.Del(ctx, string(r.marker))
-		return nil
-	})
-	if err != nil && err != redis.Nil {
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = string(k)
+	}
+	if _, err := f.read(ctx, slot, names, slotread.Limits{Budget: math.MaxInt64, Big: math.MaxInt64}, false); err != nil {
 		return fmt.Errorf("resync of %d keys from the source: %w", len(keys), err)
 	}
-	for _, k := range r.keys {
-		f.deferred[k] = r.id
-	}
-	f.resyncs[nonce] = r
-	f.deferredCount.Store(int64(len(f.deferred)))
 	f.stats.resynced.Add(int64(len(keys)))
 	return nil
 }
 
-// resyncOf recognizes a resync's marker block in the stream. Besides the
-// marker's SET and DEL it may hold DELs of the resync's keys that expired
-// as it read them; their state is in the copies.
-func (f *feeder) resyncOf(cmd *stream.Command) *pendingResync {
+// read reads keys of slot on the source (as far as lim lets one call go)
+// and defers them to the read's marker.
+func (f *feeder) read(ctx context.Context, slot uint16, keys []string, lim slotread.Limits, snapshot bool) ([]slotread.Key, error) {
+	r := f.newRead(slot, snapshot)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	got, err := slotread.Read(ctx, f.source, keys, string(r.marker), f.nonce(r), lim)
+	if err != nil {
+		return nil, err
+	}
+	r.keys = got
+	for _, k := range got {
+		if !k.Big {
+			f.deferred[k.Name] = r.id
+		}
+	}
+	f.deferredCount.Store(int64(len(f.deferred)))
+	return got, nil
+}
+
+// newRead registers a read about to be made, with a marker in slot.
+func (f *feeder) newRead(slot uint16, snapshot bool) *pendingRead {
+	f.readSeq++
+	r := &pendingRead{id: f.readSeq, marker: []byte(tempKey(slot, f.opts.TaskID+":marker", 0)), snapshot: snapshot}
+	f.pending[f.nonce(r)] = r
+	return r
+}
+
+func (f *feeder) nonce(r *pendingRead) string { return strconv.FormatUint(r.id, 10) }
+
+// readOf recognizes a read's marker block in the stream. Besides the
+// marker's SET and DEL it may hold DELs of keys that expired as the read
+// met them; their state is in the copies.
+func (f *feeder) readOf(cmd *stream.Command) *pendingRead {
 	for i := range cmd.Tx {
 		u := &cmd.Tx[i]
 		if len(u.Args) != 3 || u.Name() != "SET" {
 			continue
 		}
-		if r := f.resyncs[string(u.Args[2])]; r != nil && bytes.Equal(u.Args[1], r.marker) {
+		if r := f.pending[string(u.Args[2])]; r != nil && bytes.Equal(u.Args[1], r.marker) {
 			return r
 		}
 	}
 	return nil
 }
 
-// finishResync restores the keys as they were at the marker, unless a later
-// resync covers them too.
-func (f *feeder) finishResync(r *pendingResync) error {
-	delete(f.resyncs, strconv.FormatUint(r.id, 10))
-	for i, k := range r.keys {
-		if f.deferred[k] != r.id {
+// finishRead restores the copies as they were at the marker, unless a
+// later read covers them too, and lets a listing's slots go.
+func (f *feeder) finishRead(r *pendingRead) error {
+	delete(f.pending, f.nonce(r))
+	if r.snapshot {
+		f.keys.reading--
+	}
+	for _, s := range r.listed {
+		f.keys.held[s] = false
+	}
+	for _, k := range r.keys {
+		if k.Big || f.deferred[k.Name] != r.id {
 			continue
 		}
-		delete(f.deferred, k)
-		payload, err := r.dumps[i].Bytes()
-		switch {
-		case err == redis.Nil:
-			f.expiring.forget([]byte(k))
-			err = f.send("resync", []byte("DEL"), []byte(k))
-		case err != nil:
-			return fmt.Errorf("resync of %q: DUMP on the source: %w", k, err)
-		default:
-			if v := rdbparse.DumpVersion(payload); v > f.targetVersion {
-				return fmt.Errorf("resync of %q: the source's RDB version %d is newer than the target's %d", k, v, f.targetVersion)
-			}
-			var at int64
-			if d := r.ttls[i].Val(); d > 0 {
-				at = r.now.Val().UnixMilli() + d.Milliseconds()
-			}
-			f.expiring.track([]byte(k), at)
-			f.ttlBuf = strconv.AppendInt(f.ttlBuf[:0], at, 10)
-			err = f.app.Send(0, "RESTORE "+k, argRestoreAsking, []byte(k), f.ttlBuf, payload, argReplace, argAbsTTL)
-		}
-		if err != nil {
+		delete(f.deferred, k.Name)
+		if err := f.restore(k, r.snapshot); err != nil {
 			return err
 		}
 	}
 	f.deferredCount.Store(int64(len(f.deferred)))
 	return nil
+}
+
+// restore puts one copy read on the source on the target.
+func (f *feeder) restore(k slotread.Key, snapshot bool) error {
+	name := []byte(k.Name)
+	if k.Gone {
+		f.expiring.forget(name)
+		return f.send("copy of "+strconv.Quote(k.Name), []byte("DEL"), name)
+	}
+	if v := rdbparse.DumpVersion(k.Payload); v > f.targetVersion {
+		return fmt.Errorf("copy of %q: the source's RDB version %d is newer than the target's %d", k.Name, v, f.targetVersion)
+	}
+	if snapshot {
+		f.stats.keys.Add(1)
+		f.stats.bytes.Add(int64(len(k.Payload)))
+	}
+	f.expiring.track(name, k.ExpireAt)
+	f.ttlBuf = strconv.AppendInt(f.ttlBuf[:0], k.ExpireAt, 10)
+	return f.app.Send(0, "RESTORE "+k.Name, argRestoreAsking, name, f.ttlBuf, k.Payload, argReplace, argAbsTTL)
 }
 
 func describe(cmd *stream.Command) string {

@@ -54,6 +54,10 @@ type Options struct {
 	// maxmemory. Eviction on the target during the move still stops it.
 	AllowEviction bool
 
+	// Snapshot is how the keys are first copied: SnapshotAuto (""),
+	// SnapshotRDB or SnapshotKeys.
+	Snapshot string
+
 	SpoolDir         string
 	KeepSourceConfig bool // leave the source's repl-diskless-sync-delay and rdbcompression alone during the sync
 
@@ -137,6 +141,9 @@ func (o *Options) defaults() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Snapshot == "" {
+		o.Snapshot = SnapshotAuto
+	}
 }
 
 // Progress is a move's state for a progress line or a status query.
@@ -166,7 +173,9 @@ type Summary struct {
 	BytesCopied     int64    `json:"bytes_copied"`
 	BigKeys         int64    `json:"big_keys"`
 	DeltaCommands   int64    `json:"delta_commands"`
-	KeysResynced    int64    `json:"keys_resynced"` // keys of multi-key writes copied again from the source
+	KeysResynced    int64    `json:"keys_resynced"`   // keys of multi-key writes copied again from the source
+	Snapshot        string   `json:"snapshot"`        // the path the snapshot took: rdb or keys
+	SnapshotReason  string   `json:"snapshot_reason"` // why
 	RDBBytes        int64    `json:"rdb_bytes"`
 	SnapshotMS      int64    `json:"snapshot_ms"`
 	CatchupMS       int64    `json:"catchup_ms"`

@@ -97,6 +97,7 @@ type task struct {
 	start     time.Time
 	p         *participants
 
+	snap snapshotPlan
 	copy *copying // while the snapshot, catch-up and cutover run
 
 	mu   sync.Mutex // guards link and app for progress reports
@@ -207,6 +208,9 @@ func (t *task) preflight(ctx context.Context) (Event, error) {
 		return "", err
 	}
 	t.p = p
+	if t.snap, err = planSnapshot(ctx, t.opts, p); err != nil {
+		return "", err
+	}
 	// Evictions answer no error: the target's own count is the only proof
 	// that none of the copied keys went.
 	if t.evictedBefore, err = evictions(ctx, p.target); err != nil {
@@ -314,13 +318,15 @@ func (t *task) startCopy(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load the source's command table: %w", err)
 	}
-	link, err := stream.Open(ctx, stream.Config{
-		Conn: t.opts.Source, SpoolDir: t.opts.SpoolDir, KeepSourceConfig: t.opts.KeepSourceConfig, Logger: t.log,
-		Applied: t.applied,
-	})
+	if err := t.snap.checkVersions(t.opts.Snapshot == SnapshotKeys, targetVersion); err != nil {
+		return err
+	}
+	link, err := t.openLink(ctx)
 	if err != nil {
 		return err
 	}
+	t.sum.Snapshot, t.sum.SnapshotReason = t.snap.path, t.snap.reason
+	t.log.Info("snapshot path", "path", t.snap.path, "reason", t.snap.reason)
 	app, err := apply.Dial(ctx, t.opts.Target, t.opts.Window, -1)
 	if err != nil {
 		link.Close()
@@ -337,8 +343,11 @@ func (t *task) startCopy(ctx context.Context) error {
 	c.f = &feeder{
 		opts: &t.opts, log: t.log, sourceID: t.p.sourceID, stats: &t.stats, clock: &t.clock,
 		link: link, app: app, keyTable: keyTable, targetVersion: targetVersion,
-		source: t.p.source, target: t.p.target, deferred: map[string]uint64{}, resyncs: map[string]*pendingResync{},
+		source: t.p.source, target: t.p.target, deferred: map[string]uint64{}, pending: map[string]*pendingRead{},
 		valueBuf: make([]byte, 0, 32), expiring: newExpiring(),
+	}
+	if t.snap.path == SnapshotKeys {
+		c.f.keys = newKeySnapshot(t.snap.groups, int64(t.opts.BigKeyElements))
 	}
 	c.wg.Add(1)
 	go func() {
@@ -347,6 +356,33 @@ func (t *task) startCopy(ctx context.Context) error {
 	}()
 	t.copy = c
 	return nil
+}
+
+// openLink opens the replica link the snapshot path needs. The keys path
+// continues the source's history from its current offset; should that
+// point leave the backlog before the link attaches (a burst of writes),
+// auto takes the RDB path instead.
+func (t *task) openLink(ctx context.Context) (*stream.Link, error) {
+	cfg := stream.Config{
+		Conn: t.opts.Source, SpoolDir: t.opts.SpoolDir, KeepSourceConfig: t.opts.KeepSourceConfig, Logger: t.log,
+		Applied: t.applied,
+	}
+	if t.snap.path == SnapshotKeys {
+		repl, err := info.Read(ctx, t.p.source, "replication")
+		if err != nil {
+			return nil, err
+		}
+		if cfg.From, err = stream.ContinuePoint(repl); err != nil {
+			return nil, fmt.Errorf("source %s: %w", t.opts.Source.Addr, err)
+		}
+		link, err := stream.Open(ctx, cfg)
+		if !errors.Is(err, stream.ErrNoContinue) || t.opts.Snapshot == SnapshotKeys {
+			return link, err
+		}
+		t.snap = snapshotPlan{path: SnapshotRDB, reason: err.Error()}
+		cfg.From = nil
+	}
+	return stream.Open(ctx, cfg)
 }
 
 // stopCopy stops the feeder and closes the link and the applier; a no-op

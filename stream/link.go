@@ -43,6 +43,13 @@ type Config struct {
 	// holds. Without it, ACKs report what the consumer has taken.
 	Applied func() int64
 
+	// From, if set, continues the source's history right after this point
+	// (PSYNC <replid> <offset+1>) instead of a full sync: no fork and no
+	// RDB, and RDB() is empty. The source must still hold the point in its
+	// backlog (see Position); a source that would answer with a full sync
+	// is refused and the link not opened.
+	From *Position
+
 	SpoolDir    string        // where spools spill; "" for the system temp dir
 	SpoolMemory int           // bytes each spool keeps in memory; 0 for 64 MiB
 	Timeout     time.Duration // silence that counts as a dead link; 0 for 60 s (the master's repl-timeout)
@@ -60,6 +67,16 @@ func (c *Config) defaults() {
 		c.Logger = slog.Default()
 	}
 }
+
+// Position is a point in a master's replication history.
+type Position struct {
+	ReplID string
+	Offset int64
+}
+
+// ErrNoContinue is returned by Open when the source would not continue
+// from Config.From (the point has left its backlog, or it has none).
+var ErrNoContinue = errors.New("the source cannot continue from that point of its history")
 
 // ErrClosed is what readers see after Close.
 var ErrClosed = errors.New("replica link closed")
@@ -105,7 +122,7 @@ func Open(ctx context.Context, cfg Config) (*Link, error) {
 		kick:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 	}
-	if !cfg.KeepSourceConfig {
+	if !cfg.KeepSourceConfig && cfg.From == nil {
 		lease, err := tuneSource(ctx, cfg, l.log)
 		if err != nil {
 			return nil, err
@@ -121,7 +138,11 @@ func Open(ctx context.Context, cfg Config) (*Link, error) {
 	l.wg.Add(2)
 	go func() { defer l.wg.Done(); l.fail(l.receive(br)) }()
 	go func() { defer l.wg.Done(); l.ackLoop() }()
-	l.log.Info("full sync started", "replid", l.ReplID, "offset", l.Offset)
+	if cfg.From != nil {
+		l.log.Info("partial sync started", "replid", l.ReplID, "offset", l.Offset)
+	} else {
+		l.log.Info("full sync started", "replid", l.ReplID, "offset", l.Offset)
+	}
 	return l, nil
 }
 
@@ -158,18 +179,33 @@ func (l *Link) handshake(ctx context.Context) (net.Conn, *bufio.Reader, error) {
 	if _, err := step("+OK", "REPLCONF", "capa", "eof", "capa", "psync2"); err != nil {
 		return fail("REPLCONF capa", err)
 	}
-	line, err := step("", "PSYNC", "?", "-1")
+	replID, offset := "?", "-1"
+	if from := l.cfg.From; from != nil {
+		replID, offset = from.ReplID, strconv.FormatInt(from.Offset+1, 10)
+	}
+	line, err := step("", "PSYNC", replID, offset)
 	if err != nil {
 		return fail("PSYNC", err)
 	}
 	f := strings.Fields(line)
-	if len(f) != 3 || f[0] != "+FULLRESYNC" {
+	switch {
+	case l.cfg.From != nil && len(f) >= 1 && f[0] == "+CONTINUE":
+		// The answer names the history's current ID if it changed (a
+		// failover); the offsets go on.
+		l.ReplID, l.Offset = l.cfg.From.ReplID, l.cfg.From.Offset
+		if len(f) == 2 {
+			l.ReplID = f[1]
+		}
+	case l.cfg.From != nil:
+		return fail("PSYNC", fmt.Errorf("%w: answered %q", ErrNoContinue, line))
+	case len(f) != 3 || f[0] != "+FULLRESYNC":
 		return fail("PSYNC", fmt.Errorf("unexpected answer %q", line))
+	default:
+		if l.Offset, err = strconv.ParseInt(f[2], 10, 64); err != nil {
+			return fail("PSYNC", fmt.Errorf("bad offset in %q", line))
+		}
+		l.ReplID = f[1]
 	}
-	if l.Offset, err = strconv.ParseInt(f[2], 10, 64); err != nil {
-		return fail("PSYNC", fmt.Errorf("bad offset in %q", line))
-	}
-	l.ReplID = f[1]
 	if !stop() {
 		return nil, nil, fmt.Errorf("replica handshake with %s: %w", l.cfg.Addr, ctx.Err())
 	}
@@ -201,19 +237,24 @@ func readReply(br *bufio.Reader) (string, error) {
 // receive copies the RDB, then the command stream, from the socket into the
 // spools, at whatever speed the network gives.
 func (l *Link) receive(br *bufio.Reader) error {
-	rest, err := l.receiveRDB(br)
-	if err != nil {
-		l.rdb.closeWithError(err)
-		return err
+	var rest []byte
+	if l.cfg.From == nil {
+		var err error
+		if rest, err = l.receiveRDB(br); err != nil {
+			l.rdb.closeWithError(err)
+			return err
+		}
 	}
 	l.rdb.closeWithError(io.EOF)
 	close(l.rdbDone)
-	form := "disk"
-	if l.diskless.Load() {
-		form = "diskless"
+	if l.cfg.From == nil {
+		form := "disk"
+		if l.diskless.Load() {
+			form = "diskless"
+		}
+		l.log.Info("snapshot received", "replid", l.ReplID, "offset", l.Offset, "rdb_bytes", l.rdbBytes.Load(), "form", form)
+		l.tuned.release(l.log)
 	}
-	l.log.Info("snapshot received", "replid", l.ReplID, "offset", l.Offset, "rdb_bytes", l.rdbBytes.Load(), "form", form)
-	l.tuned.release(l.log)
 
 	buf := make([]byte, 256<<10)
 	src := io.MultiReader(bytes.NewReader(rest), br)

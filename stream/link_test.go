@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/internal/info"
 	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/tests/harness"
 )
@@ -397,5 +398,89 @@ func nonBlocking(errc <-chan error) error {
 		return err
 	default:
 		return nil
+	}
+}
+
+// A link that continues the source's history gets no RDB and exactly the
+// writes made after its point, in order, without a fork on the source.
+func TestPartialSyncContinuesTheHistory(t *testing.T) {
+	s := oneNodeCluster(t)
+	ctx := context.Background()
+	c := s.Client()
+	defer c.Close()
+	repl, err := info.Read(ctx, c, "replication")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ContinuePoint(repl); !errors.Is(err, ErrNoBacklog) {
+		t.Fatalf("a source no replica has attached to: %v, want ErrNoBacklog", err)
+	}
+	// A full sync makes the source keep a backlog.
+	first, _ := openLink(t, s, Config{})
+	if _, err := io.Copy(io.Discard, first.RDB()); err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	for i := 0; i < 50; i++ {
+		c.RPush(ctx, "seq{a}", i)
+	}
+	if repl, err = info.Read(ctx, c, "replication"); err != nil {
+		t.Fatal(err)
+	}
+	from, err := ContinuePoint(repl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forks := func() int64 {
+		st, err := info.Read(ctx, c, "stats")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := st.Int("total_forks")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	forksBefore := forks()
+	for i := 50; i < 100; i++ {
+		c.RPush(ctx, "seq{a}", i)
+	}
+	l, keys := openLink(t, s, Config{From: from})
+	if l.Offset != from.Offset || l.ReplID != from.ReplID {
+		t.Fatalf("link at %s %d, want %s %d", l.ReplID, l.Offset, from.ReplID, from.Offset)
+	}
+	if n, err := io.Copy(io.Discard, l.RDB()); n != 0 || err != nil {
+		t.Fatalf("RDB of a partial sync: %d bytes, %v", n, err)
+	}
+	for i := 100; i < 150; i++ {
+		c.RPush(ctx, "seq{a}", i)
+	}
+	cmds, errc := readAll(l.Commands(keys))
+	var seq []int
+	for _, cmd := range collectUntil(t, c, cmds, errc, l.Offset) {
+		if cmd.Name() == "RPUSH" {
+			v, _ := strconv.Atoi(string(cmd.Args[2]))
+			seq = append(seq, v)
+		}
+	}
+	if len(seq) != 100 || seq[0] != 50 || seq[99] != 149 {
+		t.Fatalf("stream RPUSHes %v…%v (%d), want 50…149", seq[:min(3, len(seq))], tail(seq), len(seq))
+	}
+	for i := range seq {
+		if seq[i] != 50+i {
+			t.Fatalf("RPUSH %d at place %d", seq[i], i)
+		}
+	}
+	if n := forks(); n != forksBefore {
+		t.Fatalf("the source forked %d times for a partial sync", n-forksBefore)
+	}
+
+	// A point the source does not hold is refused, not turned into a full sync.
+	bad := *from
+	bad.ReplID = strings.Repeat("0", 40)
+	_, err = Open(ctx, Config{Conn: cluster.Conn{Addr: s.Addr}, From: &bad})
+	if !errors.Is(err, ErrNoContinue) {
+		t.Fatalf("a point of another history: %v, want ErrNoContinue", err)
 	}
 }

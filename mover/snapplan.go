@@ -1,0 +1,149 @@
+package mover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/internal/info"
+	"github.com/slotmover/slotmover/rdbparse"
+	"github.com/slotmover/slotmover/slotread"
+	"github.com/slotmover/slotmover/stream"
+)
+
+// Snapshot paths (Options.Snapshot).
+const (
+	// SnapshotAuto takes the keys path when the moving keys are a small
+	// share of the source's and nothing rules it out, else the RDB.
+	SnapshotAuto = "auto"
+	// SnapshotRDB takes a full sync: the source forks and sends all its
+	// keys; the chosen slots' are kept.
+	SnapshotRDB = "rdb"
+	// SnapshotKeys continues the source's replication history (no fork)
+	// and reads only the chosen slots' keys, in short calls.
+	SnapshotKeys = "keys"
+)
+
+// keysPathMaxShare is the share of the source's keys past which auto takes
+// the RDB: reading keys one by one costs the source more per key than a
+// fork and a serialization of them all. Measured with `slotmover bench`
+// (see the README's benchmark section).
+const keysPathMaxShare = 0.10
+
+// snapshotPlan is the snapshot path a move takes, and why.
+type snapshotPlan struct {
+	path          string
+	reason        string
+	groups        [][]uint16 // the keys path's listing calls
+	sourceVersion int        // the RDB version of the source's DUMPs (keys path; 0 if none was seen)
+}
+
+// checkVersions takes the RDB path, or refuses, when the source's DUMPs
+// are newer than the target can RESTORE: only the RDB path replays such
+// keys as commands.
+func (sp *snapshotPlan) checkVersions(asked bool, targetVersion int) error {
+	if sp.path != SnapshotKeys || sp.sourceVersion <= targetVersion {
+		return nil
+	}
+	reason := fmt.Sprintf("the source's RDB version %d is newer than the target's %d (its keys must be replayed as commands)", sp.sourceVersion, targetVersion)
+	if asked {
+		return fmt.Errorf("--snapshot keys cannot run: %s", reason)
+	}
+	*sp = snapshotPlan{path: SnapshotRDB, reason: reason}
+	return nil
+}
+
+// planSnapshot chooses the snapshot path from the source's state, changing
+// nothing. A keys path asked for that cannot run is refused.
+func planSnapshot(ctx context.Context, o Options, p *participants) (snapshotPlan, error) {
+	switch o.Snapshot {
+	case SnapshotAuto, SnapshotRDB, SnapshotKeys:
+	default:
+		return snapshotPlan{}, refuse("unknown snapshot path %q: want auto, rdb or keys", o.Snapshot)
+	}
+	if o.Snapshot == SnapshotRDB {
+		return snapshotPlan{path: SnapshotRDB, reason: "asked for"}, nil
+	}
+	asked := o.Snapshot == SnapshotKeys
+	rdb := func(format string, args ...any) (snapshotPlan, error) {
+		reason := fmt.Sprintf(format, args...)
+		if asked {
+			return snapshotPlan{}, refuse("--snapshot keys cannot run: %s", reason)
+		}
+		return snapshotPlan{path: SnapshotRDB, reason: reason}, nil
+	}
+	repl, err := info.Read(ctx, p.source, "replication")
+	if err != nil {
+		return snapshotPlan{}, err
+	}
+	if _, err := stream.ContinuePoint(repl); err != nil {
+		if errors.Is(err, stream.ErrNoBacklog) {
+			return rdb("%v", err)
+		}
+		return snapshotPlan{}, fmt.Errorf("source %s: %w", o.Source.Addr, err)
+	}
+	set := o.Slots.Slots()
+	counts, err := cluster.CountKeys(ctx, p.source, set)
+	if err != nil {
+		return snapshotPlan{}, err
+	}
+	total, err := p.source.DBSize(ctx).Result()
+	if err != nil {
+		return snapshotPlan{}, fmt.Errorf("DBSIZE on %s: %w", o.Source.Addr, err)
+	}
+	var moving int64
+	for i, n := range counts {
+		moving += n
+		if n > listKeysPerCall {
+			return rdb("slot %d holds %d keys, more than one short call may list (%d)", set[i], n, listKeysPerCall)
+		}
+	}
+	share := 0.0
+	if total > 0 {
+		share = float64(moving) / float64(total)
+	}
+	if !asked && share > keysPathMaxShare {
+		return rdb("the move takes %.1f%% of the source's keys (the keys path is faster below %.0f%%)", 100*share, 100*keysPathMaxShare)
+	}
+	var version int
+	for _, g := range groupSlots(set, counts, surveyKeysPerCall) {
+		sv, err := slotread.SurveySlots(ctx, p.source, g, int64(o.BigKeyElements))
+		if err != nil {
+			return snapshotPlan{}, err
+		}
+		if len(sv.Big) > 0 {
+			return rdb("key %q is a %s of %d elements, too big to read in one short call", sv.Big[0].Name, sv.Big[0].Type, sv.Big[0].Units)
+		}
+		version = max(version, rdbparse.DumpVersion(sv.Sample))
+	}
+	reason := fmt.Sprintf("the move takes %.1f%% of the source's keys", 100*share)
+	if asked {
+		reason = "asked for; " + reason
+	}
+	return snapshotPlan{path: SnapshotKeys, reason: reason, groups: groupSlots(set, counts, listKeysPerCall), sourceVersion: version}, nil
+}
+
+// surveyKeysPerCall bounds the keys a survey call looks at: it reads the
+// type and length of each, about twice a listing's work per key.
+const surveyKeysPerCall = 2_000
+
+// groupSlots cuts slots (with their key counts) into runs of at most
+// perCall keys, a slot alone when it holds more.
+func groupSlots(set []uint16, counts []int64, perCall int64) [][]uint16 {
+	var groups [][]uint16
+	var cur []uint16
+	var n int64
+	for i, s := range set {
+		if len(cur) > 0 && n+counts[i] > perCall {
+			groups = append(groups, cur)
+			cur, n = nil, 0
+		}
+		cur = append(cur, s)
+		n += counts[i]
+	}
+	if len(cur) > 0 {
+		groups = append(groups, cur)
+	}
+	return groups
+}

@@ -1,0 +1,285 @@
+// Package slotread reads the keys of chosen slots from a live source, with
+// no fork and no RDB: a snapshot in short script calls, each of which
+// writes a marker key (SET then DEL, in one slot) as its last step. The
+// source's replication stream shows the marker as MULTI; SET; DEL; EXEC at
+// the exact point of that call, so the stream commands before it are in
+// what the call read, and those after it are not.
+//
+// A slot is first listed (List), then its keys read in batches (Read)
+// bounded by a budget of elements, so that no call holds the source's main
+// thread for long. A key too big for one call is not read but reported.
+package slotread
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// listScript lists the keys of the slots ARGV[3…] (at most ARGV[1] in
+// all, else it answers the count it found, and writes nothing), then
+// writes the marker KEYS[1] with the value ARGV[2].
+var listScript = redis.NewScript(`
+local limit = tonumber(ARGV[1])
+local total = 0
+for i = 3, #ARGV do
+  total = total + redis.call('CLUSTER', 'COUNTKEYSINSLOT', tonumber(ARGV[i]))
+end
+if total > limit then return total end
+local out = {}
+for i = 3, #ARGV do
+  local n = redis.call('CLUSTER', 'COUNTKEYSINSLOT', tonumber(ARGV[i]))
+  out[#out + 1] = redis.call('CLUSTER', 'GETKEYSINSLOT', tonumber(ARGV[i]), n)
+end
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('DEL', KEYS[1])
+return out
+`)
+
+// readScript reads KEYS[2…] in order until the budget ARGV[2] (elements;
+// a string counts a unit per 64 bytes) is spent, at least one key; a key
+// over ARGV[3] units is reported as big and not read. Then it writes the
+// marker KEYS[1] with ARGV[1]. It answers the source's TIME and, per key
+// it reached: {'read', DUMP, PTTL}, {'gone'} or {'big', type, units}.
+var readScript = redis.NewScript(`
+local budget, big = tonumber(ARGV[2]), tonumber(ARGV[3])
+local sizeOf = {string = 'STRLEN', hash = 'HLEN', list = 'LLEN', set = 'SCARD', zset = 'ZCARD', stream = 'XLEN'}
+local now = redis.call('TIME')
+local out, used = {}, 0
+for i = 2, #KEYS do
+  local k = KEYS[i]
+  local t = redis.call('TYPE', k).ok
+  local units = 0
+  if sizeOf[t] then units = redis.call(sizeOf[t], k) end
+  if t == 'string' then units = math.floor(units / 64) end
+  if units > big then
+    out[#out + 1] = {'big', t, units}
+  elseif #out > 0 and used + units > budget then
+    break
+  elseif t == 'none' then
+    out[#out + 1] = {'gone'}
+  else
+    used = used + units + 1
+    out[#out + 1] = {'read', redis.call('DUMP', k), redis.call('PTTL', k)}
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('DEL', KEYS[1])
+return {now[1], now[2], out}
+`)
+
+// surveyScript answers, for the slots ARGV[2…], how many keys they hold,
+// those over ARGV[1] units (as readScript counts them) as {key, type,
+// units}, and the DUMP of one small key (its RDB version); it writes
+// nothing.
+var surveyScript = redis.NewScript(`
+local big = tonumber(ARGV[1])
+local sizeOf = {string = 'STRLEN', hash = 'HLEN', list = 'LLEN', set = 'SCARD', zset = 'ZCARD', stream = 'XLEN'}
+local total, found, sample = 0, {}, false
+for i = 2, #ARGV do
+  local slot = tonumber(ARGV[i])
+  local n = redis.call('CLUSTER', 'COUNTKEYSINSLOT', slot)
+  total = total + n
+  for _, k in ipairs(redis.call('CLUSTER', 'GETKEYSINSLOT', slot, n)) do
+    local t = redis.call('TYPE', k).ok
+    local units = 0
+    if sizeOf[t] then units = redis.call(sizeOf[t], k) end
+    if t == 'string' then units = math.floor(units / 64) end
+    if units > big then found[#found + 1] = {k, t, units} end
+    if not sample and t ~= 'none' and units <= 16 then sample = redis.call('DUMP', k) end
+  end
+end
+return {total, found, sample}
+`)
+
+// TooManyKeys is List's answer when the slots hold more keys than it may
+// list in one call.
+type TooManyKeys struct{ Keys int64 }
+
+func (e *TooManyKeys) Error() string {
+	return fmt.Sprintf("the slots hold %d keys, more than one call may list", e.Keys)
+}
+
+// List returns the keys of slots, slot by slot, in one call that ends
+// with the marker (a key in one of the slots, or any slot's if all are
+// empty) set to nonce. It lists at most limit keys, else *TooManyKeys.
+func List(ctx context.Context, c *redis.Client, slots []uint16, marker, nonce string, limit int) ([][]string, error) {
+	args := []any{limit, nonce}
+	for _, s := range slots {
+		args = append(args, s)
+	}
+	v, err := listScript.Run(ctx, c, []string{marker}, args...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list the keys of %d slots on %s: %w", len(slots), c.Options().Addr, err)
+	}
+	if n, ok := v.(int64); ok {
+		return nil, &TooManyKeys{Keys: n}
+	}
+	lists, ok := v.([]any)
+	if !ok || len(lists) != len(slots) {
+		return nil, fmt.Errorf("list the keys of %d slots on %s: unexpected answer %T", len(slots), c.Options().Addr, v)
+	}
+	out := make([][]string, len(lists))
+	for i, l := range lists {
+		keys, _ := l.([]any)
+		for _, k := range keys {
+			s, ok := k.(string)
+			if !ok {
+				return nil, fmt.Errorf("list the keys of slot %d: unexpected key %T", slots[i], k)
+			}
+			out[i] = append(out[i], s)
+		}
+	}
+	return out, nil
+}
+
+// Key is one key as Read found it.
+type Key struct {
+	Name     string
+	Gone     bool   // it no longer exists
+	Payload  []byte // its DUMP
+	ExpireAt int64  // Unix ms on the source's clock; 0 for no TTL
+	Big      bool   // over the limit: not read
+	Type     string // for a big key
+	Units    int64  // for a big key: its elements (a string: bytes/64)
+}
+
+// Limits bound a Read call.
+type Limits struct {
+	Budget int64 // elements (or 64-byte units of strings) read per call
+	Big    int64 // a key over this many is not read, but reported Big
+}
+
+// Read reads keys, all of one slot, from the first on, until lim.Budget
+// is spent, in one call that ends with the marker (a key of that slot) set
+// to nonce. It returns the keys it reached, at least the first.
+func Read(ctx context.Context, c *redis.Client, keys []string, marker, nonce string, lim Limits) ([]Key, error) {
+	v, err := readScript.Run(ctx, c, append([]string{marker}, keys...), nonce, lim.Budget, lim.Big).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read %d keys on %s: %w", len(keys), c.Options().Addr, err)
+	}
+	fail := func(what string) ([]Key, error) {
+		return nil, fmt.Errorf("read %d keys on %s: unexpected answer: %s", len(keys), c.Options().Addr, what)
+	}
+	top, ok := v.([]any)
+	if !ok || len(top) != 3 {
+		return fail("not {time, keys}")
+	}
+	now, err := scriptTime(top[0], top[1])
+	if err != nil {
+		return fail(err.Error())
+	}
+	entries, ok := top[2].([]any)
+	if !ok || len(entries) == 0 || len(entries) > len(keys) {
+		return fail(fmt.Sprintf("%d keys", len(entries)))
+	}
+	out := make([]Key, len(entries))
+	for i, e := range entries {
+		f, _ := e.([]any)
+		k := Key{Name: keys[i]}
+		switch tag, _ := first(f); {
+		case tag == "gone":
+			k.Gone = true
+		case tag == "read" && len(f) == 3:
+			payload, ok1 := f[1].(string)
+			pttl, ok2 := f[2].(int64)
+			if !ok1 || !ok2 {
+				return fail("a key read without payload or TTL")
+			}
+			k.Payload = []byte(payload)
+			switch {
+			case pttl >= 0:
+				k.ExpireAt = now + pttl
+			case pttl == -2: // expired as the call began
+				k.Gone, k.Payload = true, nil
+			}
+		case tag == "big" && len(f) == 3:
+			k.Big = true
+			k.Type, _ = f[1].(string)
+			k.Units, _ = f[2].(int64)
+		default:
+			return fail(fmt.Sprintf("entry %v", f))
+		}
+		out[i] = k
+	}
+	return out, nil
+}
+
+// Survey is what a survey found in some slots.
+type Survey struct {
+	Keys   int64
+	Big    []Key  // keys over the limit
+	Sample []byte // the DUMP of one small key, for its RDB version; nil if none
+}
+
+// SurveySlots counts the keys of slots, finds those over big units and
+// samples a DUMP, in one call that writes nothing. It reads every key's
+// type and length, so its slots should hold a bounded number of keys.
+func SurveySlots(ctx context.Context, c *redis.Client, slots []uint16, big int64) (Survey, error) {
+	args := []any{big}
+	for _, s := range slots {
+		args = append(args, s)
+	}
+	fail := func(err error) (Survey, error) {
+		return Survey{}, fmt.Errorf("survey %d slots on %s: %w", len(slots), c.Options().Addr, err)
+	}
+	v, err := surveyScript.Run(ctx, c, nil, args...).Result()
+	if err != nil {
+		return fail(err)
+	}
+	top, ok := v.([]any)
+	if !ok || len(top) != 3 {
+		return fail(fmt.Errorf("unexpected answer %T", v))
+	}
+	var sv Survey
+	sv.Keys, _ = top[0].(int64)
+	if sample, ok := top[2].(string); ok {
+		sv.Sample = []byte(sample)
+	}
+	found, _ := top[1].([]any)
+	for _, e := range found {
+		f, _ := e.([]any)
+		if len(f) != 3 {
+			return fail(fmt.Errorf("big key entry %v", f))
+		}
+		k := Key{Big: true}
+		k.Name, _ = f[0].(string)
+		k.Type, _ = f[1].(string)
+		k.Units, _ = f[2].(int64)
+		sv.Big = append(sv.Big, k)
+	}
+	return sv, nil
+}
+
+func first(f []any) (string, bool) {
+	if len(f) == 0 {
+		return "", false
+	}
+	s, ok := f[0].(string)
+	return s, ok
+}
+
+// scriptTime reads TIME's two fields, as a script returns them, in Unix ms.
+func scriptTime(sec, usec any) (int64, error) {
+	parse := func(v any) (int64, error) {
+		switch x := v.(type) {
+		case string:
+			return strconv.ParseInt(x, 10, 64)
+		case int64:
+			return x, nil
+		}
+		return 0, fmt.Errorf("TIME field %T", v)
+	}
+	s, err := parse(sec)
+	if err != nil {
+		return 0, err
+	}
+	us, err := parse(usec)
+	if err != nil {
+		return 0, err
+	}
+	return time.Unix(s, us*1000).UnixMilli(), nil
+}
