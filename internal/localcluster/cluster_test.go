@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/slotmover/slotmover/internal/info"
 	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/tests/harness"
 
@@ -57,6 +58,26 @@ func TestClusterForms(t *testing.T) {
 	for i, s := range c.Nodes {
 		if s.Alive() {
 			t.Errorf("node pid %d still alive after Stop", pids[i])
+		}
+	}
+}
+
+// KeepBacklog leaves every node with a backlog and no replica.
+func TestKeepBacklog(t *testing.T) {
+	ctx := context.Background()
+	c := harness.ClusterT(t, []string{"0-8191", "8192-16383"}, localcluster.Options{})
+	if err := c.KeepBacklog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range c.Nodes {
+		cl := s.Client()
+		repl, err := info.Read(ctx, cl, "replication")
+		cl.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if repl["repl_backlog_active"] != "1" || repl["connected_slaves"] != "0" {
+			t.Fatalf("%s: backlog active %q, replicas %q; want 1 and 0", s.Addr, repl["repl_backlog_active"], repl["connected_slaves"])
 		}
 	}
 }
