@@ -25,7 +25,7 @@ type probe []any
 
 func (p probe) name() string {
 	if len(p) > 1 {
-		if s, ok := p[1].(string); ok && (p[0] == "CLUSTER" || p[0] == "CLIENT" || p[0] == "CONFIG" || p[0] == "SCRIPT") {
+		if s, ok := p[1].(string); ok && (p[0] == "CLUSTER" || p[0] == "CLIENT" || p[0] == "CONFIG" || p[0] == "SCRIPT" || p[0] == "XGROUP" || p[0] == "FUNCTION") {
 			return strings.ToLower(p[0].(string) + "|" + s)
 		}
 	}
@@ -36,9 +36,16 @@ func (p probe) name() string {
 var nodeProbes = []probe{
 	{"CLUSTER", "NODES"}, {"CLUSTER", "COUNTKEYSINSLOT", 0}, {"CLUSTER", "GETKEYSINSLOT", 0, 0},
 	{"CLUSTER", "DELSLOTS", slots.Count}, {"CLUSTER", "ADDSLOTS", slots.Count}, {"CLUSTER", "SETSLOT", slots.Count, "STABLE"},
-	{"INFO", "replication"}, {"DBSIZE"}, {"FLUSHDB", "slotmover-probe"},
+	{"INFO", "replication"}, {"ROLE"}, {"DBSIZE"}, {"FLUSHDB", "slotmover-probe"},
 	{"EVALSHA", strings.Repeat("0", 40), 0}, {"EVAL", "return 1", 0}, {"SCRIPT", "LOAD", "return 1"},
 	{"CLIENT", "LIST", "TYPE", "pubsub"},
+	// EXEC outside MULTI is refused after the ACL check (MULTI and
+	// DISCARD are tried on a connection of their own).
+	{"EXEC"},
+	// Preflight compares the nodes' function libraries; a user who may
+	// not list them would have that check skipped (no FUNCTION before 7.0:
+	// an unknown command, which the move does not need either).
+	{"FUNCTION", "LIST", "LIBRARYNAME", "slotmover-probe"},
 }
 
 // sourceProbes are what the move runs on the source; key is a key of a
@@ -47,6 +54,10 @@ func sourceProbes(key string, tune bool) []probe {
 	ps := append([]probe{
 		{"CLIENT", "PAUSE", "slotmover-probe", "WRITE"}, {"REPLCONF", "slotmover-probe", "x"}, {"COMMAND", "COUNT"}, {"TIME"},
 		{"CONFIG", "GET", "repl-diskless-sync-delay"},
+		// PSYNC's FAILOVER form, which a master refuses ("can't be sent
+		// to a master") after the ACL check and before anything else: a
+		// user who may not run ACL DRYRUN is checked for PSYNC too.
+		{"PSYNC", "slotmover-probe", -1, "FAILOVER"},
 	}, nodeProbes...)
 	if tune {
 		ps = append(ps, probe{"CONFIG", "SET", "slotmover-probe", "x"})
@@ -65,6 +76,9 @@ func targetProbes(key string) []probe {
 		{"SET", key, "x"}, {"DEL", key}, {"UNLINK", key}, {"RENAME", key, key}, {"PEXPIREAT", key, 0}, {"DUMP", key},
 		{"RESTORE", key, 0, "x"}, {"RESTORE-ASKING", key, 0, "x"},
 		{"RPUSH", key, "x"}, {"SADD", key, "x"}, {"HSET", key, "f", "x"}, {"ZADD", key, 0, "x"}, {"XADD", key, "*", "f", "x"},
+		// A big stream's groups, consumers and pending entries.
+		{"XSETID", key, "0-1"}, {"XGROUP", "CREATE", key, "g", "0"}, {"XGROUP", "CREATECONSUMER", key, "g", "c"},
+		{"XCLAIM", key, "g", "c", 0, "0-1"},
 	}, nodeProbes...)
 }
 
@@ -159,7 +173,15 @@ func transportOnly(err error) error {
 	return err
 }
 
-func isNoPerm(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOPERM") }
+// isNoPerm: a denied EXEC answers "EXECABORT … because of: NOPERM …",
+// even outside MULTI.
+func isNoPerm(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	return strings.HasPrefix(msg, "NOPERM") || strings.HasPrefix(msg, "EXECABORT") && strings.Contains(msg, "NOPERM")
+}
 
 // isReplyError tells a server's refusal of a probe (expected) from a
 // failure to reach it.
@@ -180,7 +202,7 @@ func keyOutside(n *cluster.Node) string {
 
 // checkAllPermissions probes the source, the target and the other masters.
 func checkAllPermissions(ctx context.Context, p *participants, srcTop *cluster.Topology, set *slots.Set, tune bool) error {
-	if err := checkPermissions(ctx, p.source, "source", sourceProbes(keyOutside(srcTop.Myself), tune), []probe{{"PSYNC", "?", -1}}); err != nil {
+	if err := checkPermissions(ctx, p.source, "source", sourceProbes(keyOutside(srcTop.Myself), tune), nil); err != nil {
 		return err
 	}
 	if err := checkPermissions(ctx, p.target, "target", targetProbes(tempKey(set.Slots()[0], "probe", 0)), nil); err != nil {
