@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
 )
 
@@ -34,9 +36,18 @@ type RunResult struct {
 	ServerRedirects Redirects `json:"server_redirects"`
 	ClientRedirects Redirects `json:"client_redirects"`
 
-	PauseMS  *float64     `json:"pause_ms,omitempty"`  // slotmover: the longest write pause of its tasks
-	SwitchMS *float64     `json:"switch_ms,omitempty"` // slotmover: when its last task's target served the slots
+	PauseMS  *float64     `json:"pause_ms,omitempty"`  // slotmover, asm: the longest write pause of its tasks
+	SwitchMS *float64     `json:"switch_ms,omitempty"` // slotmover, asm: when its last task's target served the slots
+	Snapshot string       `json:"snapshot,omitempty"`  // slotmover: the snapshot path(s) its tasks took
 	Tasks    []TaskResult `json:"tasks,omitempty"`
+
+	// The sources during the move (see SourceProbe): forks summed over
+	// them, PING latencies the worst of them (nil with Config.NoLatency).
+	Forks       *int64        `json:"forks,omitempty"`
+	PingIdleP99 *float64      `json:"ping_idle_p99_ms,omitempty"`
+	PingP99     *float64      `json:"ping_p99_ms,omitempty"`
+	PingMax     *float64      `json:"ping_max_ms,omitempty"`
+	Sources     []SourceProbe `json:"sources,omitempty"`
 
 	Error    string   `json:"error,omitempty"`    // the move failed
 	Warnings []string `json:"warnings,omitempty"` // a check after the move failed
@@ -69,18 +80,34 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep := newReport(&cfg)
 	defer rep.summarize() // also for a report cut short
+	asmBin, asmErr := "", error(nil)
+	if slices.Contains(cfg.Methods, MethodASM) {
+		if asmBin, asmErr = cfg.asmServer(); asmErr == nil {
+			rep.ASMServer = versionOf(asmBin)
+		} else {
+			cfg.Logger.Warn("bench: the asm method is skipped", "why", asmErr)
+			for _, row := range rep.Rows {
+				if row.Method == MethodASM {
+					row.Skipped = asmErr.Error()
+				}
+			}
+		}
+	}
 	for run := 1; run <= cfg.Runs; run++ {
 		for _, w := range cfg.Workloads {
-			p, err := planFor(w)
+			p, err := planFor(w, cfg.SmallSlots)
 			if err != nil {
 				return rep, fmt.Errorf("plan: %w", err)
 			}
 			for _, m := range cfg.Methods {
+				if m == MethodASM && asmErr != nil {
+					continue
+				}
 				if err := ctx.Err(); err != nil {
 					return rep, fmt.Errorf("bench stopped before %s/%s run %d: %w", w, m, run, err)
 				}
 				cfg.Logger.Info("bench: run", "workload", w, "method", m, "run", run, "of", cfg.Runs)
-				r := runOne(ctx, &cfg, w, m, p, run)
+				r := runOne(ctx, &cfg, w, m, p, run, asmBin)
 				rep.add(r)
 				cfg.Logger.Info("bench: run done", "workload", w, "method", m, "run", run,
 					"wall_ms", r.WallMS, "keys", r.KeysMoved, "error", r.Error, "warnings", r.Warnings)
@@ -91,7 +118,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 // runOne builds a cluster, fills it, moves, checks and tears it down.
-func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, run int) (r RunResult) {
+// The asm method's cluster runs asmBin.
+func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, run int, asmBin string) (r RunResult) {
 	r = RunResult{Workload: workload, Method: method, Run: run, Moved: map[string]string{}}
 	dir, err := os.MkdirTemp(cfg.Dir, fmt.Sprintf("bench-%s-%s-%d-", workload, method, run))
 	if err != nil {
@@ -107,12 +135,22 @@ func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, r
 			cfg.Logger.Warn("bench: remove run dir", "dir", dir, "error", err)
 		}
 	}()
-	c, err := localcluster.StartCluster(ctx, dir, layout, localcluster.Options{Config: []string{"cluster-node-timeout 15000"}})
+	opts := localcluster.Options{Config: []string{"cluster-node-timeout 15000"}}
+	if method == MethodASM {
+		opts.Bin = asmBin
+	}
+	c, err := localcluster.StartCluster(ctx, dir, layout, opts)
 	if err != nil {
 		r.Error = fmt.Sprintf("start cluster: %v", err)
 		return r
 	}
 	defer c.Stop()
+	// A replication backlog on every master, as a master with a replica
+	// keeps: the keys path needs it (without one, auto takes the RDB).
+	if err := c.KeepBacklog(ctx); err != nil {
+		r.Error = fmt.Sprintf("keep a backlog: %v", err)
+		return r
+	}
 
 	t0 := time.Now()
 	if err := fill(ctx, c, cfg); err != nil {
@@ -153,18 +191,30 @@ func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, r
 		r.Error = err.Error()
 		return r
 	}
+	var sources []*localcluster.Server
+	for _, sh := range p.Shares {
+		sources = append(sources, c.Nodes[sh.Source])
+	}
+	// The fork counts, and a second of idle PINGs, before the load starts.
+	pr, err := startProbe(ctx, sources, !cfg.NoLatency, cfg.MoveTimeout)
+	if err != nil {
+		r.Error = fmt.Sprintf("probe the sources: %v", err)
+		return r
+	}
 	if ld != nil {
 		ld.start(cfg.LoadRate, cfg.MoveTimeout)
 	}
 	mctx, cancel := context.WithTimeout(ctx, cfg.MoveTimeout)
+	pr.moveStarts()
 	start := time.Now()
 	switch method {
 	case MethodReshard10:
 		err = reshard(mctx, cfg, c, p, 10, dir)
 	case MethodReshard1000:
 		err = reshard(mctx, cfg, c, p, 1000, dir)
-	case MethodSlotmover:
-		r.Tasks, err = moveWithSlotmover(mctx, c, p, dir)
+	case MethodSlotmover, MethodSlotmoverRDB, MethodSlotmoverKeys:
+		r.Tasks, err = moveWithSlotmover(mctx, c, p, snapshotOf[method], dir)
+		var paths []string
 		for _, t := range r.Tasks {
 			if r.PauseMS == nil || t.Summary.PauseMS > *r.PauseMS {
 				v := t.Summary.PauseMS
@@ -173,12 +223,44 @@ func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, r
 			if v := float64(t.Summary.SwitchMS); r.SwitchMS == nil || v > *r.SwitchMS {
 				r.SwitchMS = &v
 			}
+			if t.Summary.Snapshot != "" && !slices.Contains(paths, t.Summary.Snapshot) {
+				paths = append(paths, t.Summary.Snapshot)
+			}
 		}
+		r.Snapshot = strings.Join(paths, "+")
+	case MethodASM:
+		var res asmResult
+		res, err = moveWithASM(mctx, c, p, dir)
+		if err == nil {
+			r.PauseMS, r.SwitchMS = &res.PauseMS, &res.SwitchMS
+		}
+		r.Notes = append(r.Notes, res.Notes...)
 	default:
 		err = fmt.Errorf("unknown method %q", method)
 	}
 	r.WallMS = ms(time.Since(start))
 	cancel()
+	probes, perr := pr.finish(ctx)
+	r.Sources = probes
+	if perr != nil {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("fork counts after the move: %v", perr))
+	} else {
+		var forks int64
+		for _, sp := range probes {
+			forks += sp.Forks
+		}
+		r.Forks = &forks
+	}
+	if !cfg.NoLatency {
+		var idle, p99, worst float64
+		for _, sp := range probes {
+			idle, p99, worst = max(idle, sp.IdleP99MS), max(p99, sp.P99MS), max(worst, sp.MaxMS)
+			if sp.PingErrors > 0 {
+				r.Notes = append(r.Notes, fmt.Sprintf("%d PINGs to %s failed", sp.PingErrors, sp.Addr))
+			}
+		}
+		r.PingIdleP99, r.PingP99, r.PingMax = &idle, &p99, &worst
+	}
 	if ld != nil {
 		ld.finish()
 		r.ClientRedirects = ld.redirects()
@@ -302,11 +384,20 @@ func firstLines(s string, n int) string {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
+// snapshotOf is the snapshot path of each slotmover method.
+var snapshotOf = map[string]string{
+	MethodSlotmover:     mover.SnapshotAuto,
+	MethodSlotmoverRDB:  mover.SnapshotRDB,
+	MethodSlotmoverKeys: mover.SnapshotKeys,
+}
+
 // serverVersion asks the redis-server binary for its version line.
-func serverVersion() string {
-	out, err := exec.Command(localcluster.ServerBin, "--version").Output()
+func serverVersion() string { return versionOf(localcluster.ServerBin) }
+
+func versionOf(bin string) string {
+	out, err := exec.Command(bin, "--version").Output()
 	if err != nil {
-		return localcluster.ServerBin
+		return bin
 	}
 	return strings.TrimSpace(string(out))
 }

@@ -23,7 +23,7 @@ import (
 // The plan must be the slots redis-cli 7.0 takes: the largest source
 // (5461-10922, one slot more) rounds up, the others down, lowest slots first.
 func TestReshardPlan(t *testing.T) {
-	p, err := planFor(WorkloadScaleout)
+	p, err := planFor(WorkloadScaleout, DefaultSmallSlots)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,8 +36,102 @@ func TestReshardPlan(t *testing.T) {
 	if n := p.union().Len(); n != 4096 || p.NumSlots != 4096 {
 		t.Errorf("moves %d slots, asks reshard for %d; want 4096", n, p.NumSlots)
 	}
-	if p, _ := planFor(WorkloadSingle); len(p.Shares) != 1 || p.Shares[0].Slots.String() != "0-5460" {
+	if p, _ := planFor(WorkloadSingle, DefaultSmallSlots); len(p.Shares) != 1 || p.Shares[0].Slots.String() != "0-5460" {
 		t.Errorf("single: %+v", p.Shares)
+	}
+	// small: --cluster-slots N from node 0 takes its lowest N slots.
+	for _, spec := range []string{"0-54", "0-272", "0-545", "0-1091", "0-1801", "0", "0-5460"} {
+		p, err := planFor(WorkloadSmall, spec)
+		if err != nil {
+			t.Errorf("small %s: %v", spec, err)
+			continue
+		}
+		set, _ := slots.Parse(spec)
+		if len(p.Shares) != 1 || p.Shares[0].Source != 0 || p.Shares[0].Slots.String() != set.String() || p.NumSlots != set.Len() {
+			t.Errorf("small %s: reshard --cluster-slots %d moves %+v", spec, p.NumSlots, p.Shares)
+		}
+	}
+	for _, bad := range []string{"1-54", "0-5461", "0-10,20-30", "x"} {
+		if _, err := planFor(WorkloadSmall, bad); err == nil {
+			t.Errorf("small %s: no error", bad)
+		}
+	}
+}
+
+// The small workload: auto takes the keys path (no fork), the RDB path
+// forks, reshard does not; every run is verified, and the table shows
+// the snapshot path, the forks and the sources' PING latencies.
+func TestRunSmallWorkload(t *testing.T) {
+	for _, bin := range []string{localcluster.ServerBin, "redis-cli"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("needs %s: %v", bin, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	start := time.Now()
+	methods := []string{MethodReshard10, MethodSlotmover, MethodSlotmoverRDB}
+	rep, err := Run(ctx, Config{
+		Keys: 20_000, ValueSize: 64, Workloads: []string{WorkloadSmall}, Methods: methods,
+		Dir: t.TempDir(), MoveTimeout: time.Minute, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("three runs in %s", time.Since(start).Round(time.Millisecond))
+	var b strings.Builder
+	if err := rep.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + b.String())
+	if !rep.OK() {
+		t.Errorf("some run failed or did not pass its checks")
+	}
+	// The keys of slots 0-54, from their names alone.
+	moved := slots.NewSet(slots.Range{Start: 0, End: 54})
+	var want int64
+	for i := 0; i < 20_000; i++ {
+		if moved.Contains(slots.ForString(KeyName(i))) {
+			want++
+		}
+	}
+	wantForks := map[string]int64{MethodReshard10: 0, MethodSlotmover: 0}
+	for _, m := range methods {
+		row := rep.row(WorkloadSmall, m)
+		if row == nil || len(row.Runs) != 1 {
+			t.Fatalf("%s: row %+v", m, row)
+		}
+		r := row.Runs[0]
+		if r.Error != "" || len(r.Warnings) > 0 {
+			t.Errorf("%s: error %q, warnings %q", m, r.Error, r.Warnings)
+		}
+		if r.KeysMoved != want || r.TargetKeys != want || r.SourceLeft != 0 {
+			t.Errorf("%s: %d keys to move, %d on the target, %d left; want %d, %d, 0", m, r.KeysMoved, r.TargetKeys, r.SourceLeft, want, want)
+		}
+		if row.Forks == nil {
+			t.Errorf("%s: no fork count", m)
+		} else if w, ok := wantForks[m]; ok && *row.Forks != w || !ok && *row.Forks <= 0 {
+			t.Errorf("%s: the source forked %d times during the move", m, *row.Forks)
+		}
+		if row.PingIdleP99 == nil || row.PingP99 == nil || row.PingMax == nil || *row.PingIdleP99 <= 0 || *row.PingP99 <= 0 || *row.PingMax < *row.PingP99 {
+			t.Errorf("%s: PING idle p99 %v, p99 %v, max %v ms", m, deref(row.PingIdleP99), deref(row.PingP99), deref(row.PingMax))
+		}
+		if len(r.Sources) != 1 || r.Sources[0].PingsIdle < 100 || r.Sources[0].PingsDuring < 1 {
+			t.Errorf("%s: sources %+v", m, r.Sources)
+		}
+	}
+	sm := rep.row(WorkloadSmall, MethodSlotmover).Runs[0]
+	if len(sm.Tasks) != 1 || sm.Tasks[0].Summary.Snapshot != mover.SnapshotKeys || sm.Snapshot != mover.SnapshotKeys {
+		t.Errorf("slotmover on small: snapshot %q, tasks %+v; want the keys path", sm.Snapshot, sm.Tasks)
+	}
+	if rdb := rep.row(WorkloadSmall, MethodSlotmoverRDB).Runs[0]; rdb.Snapshot != mover.SnapshotRDB {
+		t.Errorf("slotmover-rdb took the %q path", rdb.Snapshot)
+	}
+	table := b.String()
+	for _, s := range []string{"snapshot", "forks", "ping p99 idle", "ping p99 move", "ping max", "small: slots 0-54", "slotmover-rdb", " keys "} {
+		if !strings.Contains(table, s) {
+			t.Errorf("table lacks %q", s)
+		}
 	}
 }
 

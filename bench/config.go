@@ -9,15 +9,27 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/slotmover/slotmover/slots"
 )
 
 // Method names.
 const (
 	MethodReshard10   = "reshard10"   // redis-cli --cluster reshard --cluster-pipeline 10
 	MethodReshard1000 = "reshard1000" // redis-cli --cluster reshard --cluster-pipeline 1000
-	MethodSlotmover   = "slotmover"   // mover.Run, the code path of `slotmover move`
+	MethodSlotmover   = "slotmover"   // mover.Run, the code path of `slotmover move` (snapshot path auto)
+	// MethodSlotmoverRDB is mover.Run with the RDB snapshot path (the source forks).
+	MethodSlotmoverRDB = "slotmover-rdb"
+	// MethodSlotmoverKeys is mover.Run with the keys snapshot path (no fork).
+	MethodSlotmoverKeys = "slotmover-keys"
+	// MethodASM is Redis's built-in atomic slot migration (CLUSTER
+	// MIGRATION IMPORT on the target), on a cluster of the ASM build
+	// (Config.ASMBuild); skipped when there is none.
+	MethodASM = "asm"
 )
 
 // Workload names.
@@ -27,13 +39,19 @@ const (
 	// WorkloadScaleout moves 4096 slots to the empty master, the lowest slots
 	// of each of the three sources in the shares reshard takes (3 → 4 masters).
 	WorkloadScaleout = "scaleout"
+	// WorkloadSmall moves a few slots (0-54, about 1% of its keys; see
+	// Config.SmallSlots) from the first master to the empty one.
+	WorkloadSmall = "small"
 )
 
 // Methods and Workloads list every known name, in table order.
 var (
-	Methods   = []string{MethodReshard10, MethodReshard1000, MethodSlotmover}
-	Workloads = []string{WorkloadSingle, WorkloadScaleout}
+	Methods   = []string{MethodReshard10, MethodReshard1000, MethodSlotmover, MethodSlotmoverRDB, MethodSlotmoverKeys, MethodASM}
+	Workloads = []string{WorkloadSmall, WorkloadSingle, WorkloadScaleout}
 )
+
+// DefaultSmallSlots is the slots the small workload moves by default.
+const DefaultSmallSlots = "0-54"
 
 // Config says what to measure.
 type Config struct {
@@ -48,17 +66,28 @@ type Config struct {
 	BigKeys     bool
 	BigElements int // default 100,000
 
-	Workloads []string // default single, scaleout
-	Methods   []string // default reshard10, reshard1000, slotmover
-	Runs      int      // runs of each method and workload; the median is reported (default 1)
+	Workloads []string // default small, single, scaleout
+	Methods   []string // default all of Methods
+	// SmallSlots is the small workload's slots of the first master: a
+	// range from 0 ("0-272"), the slots reshard takes for --cluster-slots
+	// of its size (default 0-54).
+	SmallSlots string
+	Runs       int // runs of each method and workload; the median is reported (default 1)
 
 	// LoadRate is the INCRs per second a background client sends over all
 	// slots while a move runs; 0 for none.
 	LoadRate int
 
-	Dir         string        // parent of the servers' working directories ("" for the system temp dir)
-	KeepDirs    bool          // keep every run's directory (failed runs' are always kept)
-	RedisCli    string        // redis-cli binary (default "redis-cli")
+	Dir      string // parent of the servers' working directories ("" for the system temp dir)
+	KeepDirs bool   // keep every run's directory (failed runs' are always kept)
+	RedisCli string // redis-cli binary (default "redis-cli")
+	// ASMBuild is the folder of a Redis build with atomic slot migration
+	// (its redis-server); the asm method's whole cluster runs it. "" or a
+	// folder without redis-server skips the asm method, with a note.
+	ASMBuild string
+	// NoLatency turns off the PING latency probe of the sources (on by
+	// default: one client and one goroutine per source, a PING every ~1 ms).
+	NoLatency   bool
 	MoveTimeout time.Duration // bound on one move (default 30 min)
 
 	Logger *slog.Logger // progress; default slog.Default()
@@ -100,6 +129,66 @@ func (c *Config) defaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.SmallSlots == "" {
+		c.SmallSlots = DefaultSmallSlots
+	}
+}
+
+// ASMBuildEnv names the environment variable that points to the ASM build.
+const ASMBuildEnv = "SLOTMOVER_ASM_BUILD"
+
+// DefaultASMBuild is $SLOTMOVER_ASM_BUILD, else
+// ../shared/redis-builds/redis-unstable-asm beside the repository root
+// (the nearest folder up from the working directory holding go.mod), else "".
+func DefaultASMBuild() string {
+	if v := os.Getenv(ASMBuildEnv); v != "" {
+		return v
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for range 64 {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(filepath.Dir(dir), "shared", "redis-builds", "redis-unstable-asm")
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	return ""
+}
+
+// asmServer returns the ASM build's redis-server, or why there is none.
+func (c *Config) asmServer() (string, error) {
+	if c.ASMBuild == "" {
+		return "", errors.New("no ASM build given (--asm-build or " + ASMBuildEnv + ")")
+	}
+	bin := filepath.Join(c.ASMBuild, "redis-server")
+	fi, err := os.Stat(bin)
+	if err != nil {
+		return "", fmt.Errorf("no ASM build: %w", err)
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return "", fmt.Errorf("no ASM build: %s is not an executable file", bin)
+	}
+	return bin, nil
+}
+
+// smallSlots parses SmallSlots: one range from slot 0 inside the first
+// master's slots, so that reshard's lowest-slots-first choice matches.
+func smallSlots(spec string) (int, error) {
+	set, err := slots.Parse(spec)
+	if err != nil {
+		return 0, fmt.Errorf("small workload's slots %q: %w", spec, err)
+	}
+	r := set.Ranges()
+	if len(r) != 1 || r[0].Start != 0 || r[0].End > 5460 {
+		return 0, fmt.Errorf("small workload's slots %q: want one range 0-N with N at most 5460 (the first master's lowest slots, as reshard takes them)", spec)
+	}
+	return set.Len(), nil
 }
 
 // Validate reports bad input; Run calls it after filling in the defaults.
@@ -119,6 +208,11 @@ func (c *Config) Validate() error {
 	}
 	if c.LoadRate < 0 || c.LoadRate > 100_000 {
 		errs = append(errs, fmt.Errorf("load rate must be 0 … 100000 ops/s, not %d", c.LoadRate))
+	}
+	if c.SmallSlots != "" {
+		if _, err := smallSlots(c.SmallSlots); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for _, w := range c.Workloads {
 		if !slices.Contains(Workloads, w) {

@@ -68,8 +68,9 @@ type TaskResult struct {
 }
 
 // moveWithSlotmover runs one mover.Run per share, all at once, with the
-// defaults of `slotmover move`; each task logs to its own file in dir.
-func moveWithSlotmover(ctx context.Context, c *localcluster.Cluster, p plan, dir string) ([]TaskResult, error) {
+// defaults of `slotmover move` but the snapshot path (mover.SnapshotAuto,
+// SnapshotRDB or SnapshotKeys); each task logs to its own file in dir.
+func moveWithSlotmover(ctx context.Context, c *localcluster.Cluster, p plan, snapshot, dir string) ([]TaskResult, error) {
 	results := make([]TaskResult, len(p.Shares))
 	errs := make([]error, len(p.Shares))
 	var wg sync.WaitGroup
@@ -77,7 +78,7 @@ func moveWithSlotmover(ctx context.Context, c *localcluster.Cluster, p plan, dir
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], errs[i] = runTask(ctx, c, sh, dir)
+			results[i], errs[i] = runTask(ctx, c, sh, snapshot, dir)
 		}()
 	}
 	wg.Wait()
@@ -89,7 +90,7 @@ func moveWithSlotmover(ctx context.Context, c *localcluster.Cluster, p plan, dir
 	return results, nil
 }
 
-func runTask(ctx context.Context, c *localcluster.Cluster, sh share, dir string) (TaskResult, error) {
+func runTask(ctx context.Context, c *localcluster.Cluster, sh share, snapshot, dir string) (TaskResult, error) {
 	name := fmt.Sprintf("slotmover-%d", sh.Source)
 	f, err := os.Create(filepath.Join(dir, name+".log"))
 	if err != nil {
@@ -100,11 +101,12 @@ func runTask(ctx context.Context, c *localcluster.Cluster, sh share, dir string)
 	if err := os.MkdirAll(spool, 0o755); err != nil {
 		return TaskResult{}, fmt.Errorf("spool dir: %w", err)
 	}
-	// The defaults of `slotmover move`.
+	// The defaults of `slotmover move`, but the snapshot path.
 	sum, err := mover.Run(ctx, mover.Options{
 		Source:   mover.Conn{Addr: c.Nodes[sh.Source].Addr},
 		Target:   mover.Conn{Addr: c.Nodes[targetNode].Addr},
 		Slots:    sh.Slots,
+		Snapshot: snapshot,
 		SpoolDir: spool,
 		Cleanup:  cutover.Pace{Sleep: time.Millisecond},
 		Logger:   slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelInfo})),

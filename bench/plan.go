@@ -38,9 +38,16 @@ func (p plan) union() *slots.Set {
 	return u
 }
 
-// planFor returns the shares of a workload.
-func planFor(workload string) (plan, error) {
+// planFor returns the shares of a workload; small is the small workload's
+// slots (Config.SmallSlots).
+func planFor(workload, small string) (plan, error) {
 	switch workload {
+	case WorkloadSmall:
+		n, err := smallSlots(small)
+		if err != nil {
+			return plan{}, err
+		}
+		return reshardPlan([]int{0}, n)
 	case WorkloadSingle:
 		return reshardPlan([]int{0}, 5461)
 	case WorkloadScaleout:

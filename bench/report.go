@@ -13,6 +13,8 @@ import (
 // Report is the outcome of a benchmark: one row per workload and method.
 type Report struct {
 	Server      string `json:"server"`
+	ASMServer   string `json:"asm_server,omitempty"` // the asm method's build
+	SmallSlots  string `json:"small_slots,omitempty"`
 	Keys        int    `json:"keys"`
 	ValueSize   int    `json:"value_size"`
 	Types       bool   `json:"types"`
@@ -32,8 +34,16 @@ type Row struct {
 	Ratio      *float64 `json:"ratio_to_slotmover,omitempty"` // wall time ÷ slotmover's on the workload
 	KeysMoved  int64    `json:"keys_moved"`
 	KeysPerSec float64  `json:"keys_per_sec"`
-	PauseMS    *float64 `json:"pause_ms"`  // slotmover only
-	SwitchMS   *float64 `json:"switch_ms"` // slotmover only: the slots were served by the target from then on
+	PauseMS    *float64 `json:"pause_ms"`  // slotmover, asm
+	SwitchMS   *float64 `json:"switch_ms"` // slotmover, asm: the slots were served by the target from then on
+	Snapshot   string   `json:"snapshot,omitempty"`
+
+	// Of the median run: the sources' forks during the move and their
+	// PING latencies (idle p99, p99 and max during the move).
+	Forks       *int64   `json:"forks"`
+	PingIdleP99 *float64 `json:"ping_idle_p99_ms"`
+	PingP99     *float64 `json:"ping_p99_ms"`
+	PingMax     *float64 `json:"ping_max_ms"`
 
 	ServerRedirects Redirects `json:"server_redirects"` // of the median run
 	ClientRedirects Redirects `json:"client_redirects"`
@@ -41,6 +51,7 @@ type Row struct {
 	LostWrites      int64     `json:"lost_writes"` // over every run
 	Failed          int       `json:"failed_runs"`
 	Warnings        []string  `json:"warnings,omitempty"`
+	Skipped         string    `json:"skipped,omitempty"` // why the method did not run
 
 	Runs []RunResult `json:"runs"`
 }
@@ -49,6 +60,9 @@ func newReport(cfg *Config) *Report {
 	r := &Report{
 		Server: serverVersion(), Keys: cfg.Keys, ValueSize: cfg.ValueSize, Types: cfg.Types,
 		BigKeys: cfg.BigKeys, LoadRate: cfg.LoadRate, Runs: cfg.Runs,
+	}
+	if slices.Contains(cfg.Workloads, WorkloadSmall) {
+		r.SmallSlots = cfg.SmallSlots
 	}
 	if cfg.BigKeys {
 		r.BigElements = cfg.BigElements
@@ -120,7 +134,8 @@ func (r *Report) summarize() {
 		if row.WallMS > 0 {
 			row.KeysPerSec = float64(row.KeysMoved) / (row.WallMS / 1000)
 		}
-		row.PauseMS, row.SwitchMS = mid.PauseMS, mid.SwitchMS
+		row.PauseMS, row.SwitchMS, row.Snapshot = mid.PauseMS, mid.SwitchMS, mid.Snapshot
+		row.Forks, row.PingIdleP99, row.PingP99, row.PingMax = mid.Forks, mid.PingIdleP99, mid.PingP99, mid.PingMax
 		row.ServerRedirects, row.ClientRedirects, row.LoadOps = mid.ServerRedirects, mid.ClientRedirects, mid.LoadOps
 	}
 	for _, row := range r.Rows {
@@ -154,14 +169,34 @@ func (r *Report) WriteTable(w io.Writer) error {
 		data += fmt.Sprintf(", big keys of %d elements", r.BigElements)
 	}
 	fmt.Fprintf(&b, "%s; %s; median of %d run(s); background load %d INCR/s\n", r.Server, data, r.Runs, r.LoadRate)
-	b.WriteString("wall: start of the move to its end, source cleanup included; switched: slotmover's target served the slots from then on\n" +
+	if r.ASMServer != "" {
+		fmt.Fprintf(&b, "asm: %s (its own cluster)\n", r.ASMServer)
+	}
+	if r.SmallSlots != "" {
+		fmt.Fprintf(&b, "small: slots %s of the first master\n", r.SmallSlots)
+	}
+	b.WriteString("wall: start of the move to its end, source cleanup included; switched: the target served the slots from then on\n" +
+		"snapshot: the path slotmover's tasks took; forks: the sources' total_forks during the move; " +
+		"ping: a PING to each source every ~1 ms, p99 in the idle second before the move, p99 and max during it (the worst source)\n" +
 		"redirects M/A/T: MOVED/ASK/TRYAGAIN " +
 		"replies of all nodes during the move (INFO errorstats); load saw: redirects the load's node clients got\n\n")
 
 	tw := tabwriter.NewWriter(&b, 2, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "workload\tmethod\twall\tvs slotmover\tswitched\tkeys moved\tkeys/s\twrite pause\tredirects M/A/T\tload saw\tload ops\tlost writes\tcheck\t")
+	fmt.Fprintln(tw, "workload\tmethod\twall\tvs slotmover\tswitched\tkeys moved\tkeys/s\tsnapshot\twrite pause\tforks\tping p99 idle\tping p99 move\tping max\tredirects M/A/T\tload saw\tload ops\tlost writes\tcheck\t")
+	msOrDash := func(p *float64) string {
+		if p == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f ms", *p)
+	}
 	for _, row := range r.Rows {
-		wall, ratio, switched, kps, pause := "-", "-", "-", "-", "-"
+		wall, ratio, switched, kps, pause, snap, forks := "-", "-", "-", "-", "-", "-", "-"
+		if row.Snapshot != "" {
+			snap = row.Snapshot
+		}
+		if row.Forks != nil {
+			forks = fmt.Sprint(*row.Forks)
+		}
 		if row.SwitchMS != nil {
 			switched = fmt.Sprintf("%.2f s", *row.SwitchMS/1000)
 		}
@@ -177,6 +212,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		check := "ok"
 		switch {
+		case row.Skipped != "":
+			check = "skipped"
 		case len(row.Runs) == 0:
 			check = "not run"
 		case row.Failed == len(row.Runs):
@@ -187,8 +224,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 			check = "WARN"
 		}
 		srv := row.ServerRedirects
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d/%d/%d\t%d\t%d\t%d\t%s\t\n",
-			row.Workload, row.Method, wall, ratio, switched, row.KeysMoved, kps, pause,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d/%d\t%d\t%d\t%d\t%s\t\n",
+			row.Workload, row.Method, wall, ratio, switched, row.KeysMoved, kps, snap, pause, forks,
+			msOrDash(row.PingIdleP99), msOrDash(row.PingP99), msOrDash(row.PingMax),
 			srv.Moved, srv.Ask, srv.TryAgain, row.ClientRedirects.Total(), row.LoadOps, row.LostWrites, check)
 	}
 	if err := tw.Flush(); err != nil {
@@ -198,14 +236,14 @@ func (r *Report) WriteTable(w io.Writer) error {
 	// Where slotmover's time went, per task of every run.
 	var details []string
 	for _, row := range r.Rows {
-		if row.Method != MethodSlotmover {
+		if _, ok := snapshotOf[row.Method]; !ok {
 			continue
 		}
 		for _, run := range row.Runs {
 			for _, t := range run.Tasks {
 				s := t.Summary
-				details = append(details, fmt.Sprintf("  %s run %d, %s slots %s: %d keys, rdb %.1f MB, snapshot %d ms, catchup %d ms, switched at %d ms (pause %.1f ms, %d attempt(s)), cleanup %d ms (%d orphans), total %d ms",
-					row.Workload, run.Run, s.Source, s.Slots, s.KeysCopied, float64(s.RDBBytes)/1e6,
+				details = append(details, fmt.Sprintf("  %s/%s run %d, %s slots %s: %d keys, snapshot %s (%s), rdb %.1f MB, snapshot %d ms, catchup %d ms, switched at %d ms (pause %.1f ms, %d attempt(s)), cleanup %d ms (%d orphans), total %d ms",
+					row.Workload, row.Method, run.Run, s.Source, s.Slots, s.KeysCopied, s.Snapshot, s.SnapshotReason, float64(s.RDBBytes)/1e6,
 					s.SnapshotMS, s.CatchupMS, s.SwitchMS, s.PauseMS, s.CutoverAttempts,
 					s.CleanupMS, s.OrphansRemoved, s.TotalMS))
 			}
@@ -216,6 +254,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	var notes []string
 	for _, row := range r.Rows {
+		if row.Skipped != "" {
+			notes = append(notes, fmt.Sprintf("  note %s/%s: skipped: %s", row.Workload, row.Method, row.Skipped))
+		}
 		for _, warn := range row.Warnings {
 			notes = append(notes, fmt.Sprintf("  WARN %s/%s: %s", row.Workload, row.Method, warn))
 		}

@@ -24,9 +24,11 @@ func benchCmd(args []string) int {
 		fmt.Fprint(fs.Output(), `usage: slotmover bench [flags]
 
 For each workload and method, starts a fresh cluster of 4 local redis-server
-masters (3 holding every slot, 1 empty), fills it identically, times the
-move (cleanup of the source included) and checks the result. Prints one
-table with the median of --runs runs.
+masters (3 holding every slot, 1 empty; each keeps a replication backlog,
+as a master with a replica does), fills it identically, times the move
+(cleanup of the source included) while it counts the sources' forks and
+PINGs them every ~1 ms, and checks the result. Prints one table with the
+median of --runs runs.
 
 `)
 		fs.PrintDefaults()
@@ -37,8 +39,11 @@ table with the median of --runs runs.
 	fs.BoolVar(&cfg.Types, "types", false, "mix small hashes, lists, sets, zsets and streams into the keys")
 	fs.BoolVar(&cfg.BigKeys, "big-keys", false, "add big keys (list, set, hash, zset, stream) in the moved slots of every source")
 	fs.IntVar(&cfg.BigElements, "big-elements", bench.DefaultBigElements, "elements per big key with --big-keys")
-	workloads := fs.String("workloads", strings.Join(bench.Workloads, ","), "comma-separated workloads: single (0-5460 to the empty master), scaleout (4096 slots from 3 masters to the empty one)")
-	methods := fs.String("methods", strings.Join(bench.Methods, ","), "comma-separated methods: reshard10, reshard1000 (redis-cli --cluster reshard with that --cluster-pipeline), slotmover")
+	workloads := fs.String("workloads", strings.Join(bench.Workloads, ","), "comma-separated workloads: small (--slots of the first master to the empty one), single (0-5460 to the empty master), scaleout (4096 slots from 3 masters to the empty one)")
+	fs.StringVar(&cfg.SmallSlots, "slots", bench.DefaultSmallSlots, "the small workload's `slots`: a range 0-N of the first master (0-5460), what reshard takes for --cluster-slots N+1")
+	methods := fs.String("methods", strings.Join(bench.Methods, ","), "comma-separated methods: reshard10, reshard1000 (redis-cli --cluster reshard with that --cluster-pipeline), slotmover (snapshot path auto), slotmover-rdb, slotmover-keys (that snapshot path), asm (Redis's atomic slot migration on a cluster of the --asm-build; skipped if there is none)")
+	fs.StringVar(&cfg.ASMBuild, "asm-build", bench.DefaultASMBuild(), "`folder` of a Redis build with atomic slot migration (its redis-server) for the asm method ($"+bench.ASMBuildEnv+", else ../shared/redis-builds/redis-unstable-asm beside the repository)")
+	fs.BoolVar(&cfg.NoLatency, "no-ping", false, "do not PING the sources every ~1 ms during the move (the latency columns stay empty)")
 	fs.IntVar(&cfg.Runs, "runs", 1, "runs of each method and workload; the median is reported")
 	fs.IntVar(&cfg.LoadRate, "load-rate", 0, "INCRs per second a client sends over all slots during each move (0 for none)")
 	serverBin := fs.String("server-bin", localcluster.ServerBin, "redis-server binary to start (another build of Redis)")

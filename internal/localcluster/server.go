@@ -40,6 +40,17 @@ type Options struct {
 	TLS     bool // serve TLS only, with a self-signed certificate; Server.TLS trusts it
 	// Config holds extra redis.conf directives, one per entry ("maxmemory 100mb").
 	Config []string
+	// Bin is the redis-server binary to start; "" for ServerBin. The
+	// benchmark starts a whole cluster of another build with it.
+	Bin string
+}
+
+// bin is the binary the options start.
+func (o Options) bin() string {
+	if o.Bin != "" {
+		return o.Bin
+	}
+	return ServerBin
 }
 
 // Server is one running redis-server process.
@@ -49,6 +60,7 @@ type Server struct {
 	Dir  string // its working directory (dump.rdb, nodes.conf, log)
 	PID  int
 	TLS  *tls.Config // for clients, when the server speaks TLS
+	Bin  string      // the redis-server binary it runs
 
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -103,7 +115,7 @@ func startOn(ctx context.Context, dir string, port int, opts Options) (*Server, 
 		"logfile " + filepath.Join(sdir, "redis.log"),
 		"protected-mode no",
 	}
-	if atLeast(7, 0) {
+	if v, err := VersionOf(opts.bin()); err != nil || v.AtLeast(7, 0) {
 		// DEBUG (DIGEST, DIGEST-VALUE) is allowed by default before 7.0,
 		// and 6.2 refuses to start with this directive.
 		conf = append(conf, "enable-debug-command yes")
@@ -137,13 +149,13 @@ func startOn(ctx context.Context, dir string, port int, opts Options) (*Server, 
 		return nil, err
 	}
 	defer out.Close() // the child holds its own descriptor
-	cmd := exec.Command(ServerBin, confPath)
+	cmd := exec.Command(opts.bin(), confPath)
 	cmd.Dir = sdir
 	cmd.Stdout, cmd.Stderr = out, out
 	// The server must not outlive a test binary that crashes.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", ServerBin, err)
+		return nil, fmt.Errorf("start %s: %w", opts.bin(), err)
 	}
 	s := &Server{
 		Addr:   "127.0.0.1:" + strconv.Itoa(port),
@@ -151,6 +163,7 @@ func startOn(ctx context.Context, dir string, port int, opts Options) (*Server, 
 		Dir:    sdir,
 		PID:    cmd.Process.Pid,
 		TLS:    tlsConf,
+		Bin:    opts.bin(),
 		cmd:    cmd,
 		exited: make(chan struct{}),
 	}
@@ -278,7 +291,7 @@ func (s *Server) startError() error {
 	stderr, _ := os.ReadFile(filepath.Join(s.Dir, "stderr.log"))
 	text := strings.TrimSpace(string(stderr))
 	logTail := s.LogTail(5)
-	msg := fmt.Sprintf("%s on port %d exited at start: %s", ServerBin, s.Port, strings.Join(strings.Fields(text+" | "+logTail), " "))
+	msg := fmt.Sprintf("%s on port %d exited at start: %s", s.Bin, s.Port, strings.Join(strings.Fields(text+" | "+logTail), " "))
 	switch {
 	case s.TLS != nil && (strings.Contains(logTail, "TLS support") || strings.Contains(text, "'tls-")):
 		return fmt.Errorf("%s: %w", msg, ErrNoTLS)

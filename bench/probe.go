@@ -1,0 +1,234 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/slotmover/slotmover/internal/info"
+	"github.com/slotmover/slotmover/internal/localcluster"
+)
+
+// SourceProbe is what one source went through during a move: its forks
+// and the latency of a PING sent every ~1 ms, while idle (the second
+// before the move) and during the move.
+type SourceProbe struct {
+	Addr  string `json:"addr"`
+	Forks int64  `json:"forks"` // INFO stats total_forks, after the move minus before
+	// LatestForkUS is INFO stats latest_fork_usec after the move, when it forked.
+	LatestForkUS int64 `json:"latest_fork_usec,omitempty"`
+
+	PingsIdle   int     `json:"pings_idle,omitempty"`
+	PingsDuring int     `json:"pings_during,omitempty"`
+	PingErrors  int     `json:"ping_errors,omitempty"`
+	IdleP99MS   float64 `json:"ping_idle_p99_ms,omitempty"`
+	P50MS       float64 `json:"ping_p50_ms,omitempty"` // during the move
+	P99MS       float64 `json:"ping_p99_ms,omitempty"`
+	MaxMS       float64 `json:"ping_max_ms,omitempty"` // the worst stall
+}
+
+// Probe bounds.
+const (
+	pingEvery   = time.Millisecond
+	pingIdle    = time.Second // the idle window before the move
+	pingTimeout = 30 * time.Second
+	maxPings    = 4 << 20 // per source: over an hour at one per ms
+)
+
+// probe watches the sources of a run: total_forks before and after, and
+// one goroutine per source with one connection of its own that PINGs,
+// sleeps ~1 ms and PINGs again, from the idle window to the move's end.
+type probe struct {
+	srcs    []*pinger
+	moving  atomic.Bool
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	forks0  []int64
+	latency bool
+}
+
+type pinger struct {
+	srv          *localcluster.Server
+	addr         string
+	conn         net.Conn
+	br           *bufio.Reader
+	idle, during []time.Duration
+	errs         int
+}
+
+// startProbe reads the sources' fork counts and, with latency, starts the
+// pingers and lets them run for the idle window before it returns; the
+// caller calls moveStarts right before the move and finish after it.
+func startProbe(ctx context.Context, srvs []*localcluster.Server, latency bool, bound time.Duration) (*probe, error) {
+	p := &probe{stop: make(chan struct{}), latency: latency}
+	for _, srv := range srvs {
+		n, _, err := forkStats(ctx, srv)
+		if err != nil {
+			return nil, err
+		}
+		p.forks0 = append(p.forks0, n)
+		p.srcs = append(p.srcs, &pinger{srv: srv, addr: srv.Addr})
+	}
+	if !latency {
+		return p, nil
+	}
+	deadline := time.Now().Add(pingIdle + bound + time.Minute)
+	for _, s := range p.srcs {
+		if err := s.dial(); err != nil {
+			p.finish(ctx)
+			return nil, fmt.Errorf("latency probe of %s: %w", s.addr, err)
+		}
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			s.loop(p, deadline)
+		}()
+	}
+	select {
+	case <-ctx.Done():
+		p.finish(ctx)
+		return nil, ctx.Err()
+	case <-time.After(pingIdle):
+	}
+	return p, nil
+}
+
+// moveStarts sends the following PINGs' latencies to the move's bucket.
+func (p *probe) moveStarts() { p.moving.Store(true) }
+
+// finish stops the pingers (a PING in flight is waited for: a stall at the
+// move's end counts) and reads the fork counts again.
+func (p *probe) finish(ctx context.Context) ([]SourceProbe, error) {
+	close(p.stop)
+	p.wg.Wait()
+	out := make([]SourceProbe, len(p.srcs))
+	var firstErr error
+	for i, s := range p.srcs {
+		if s.conn != nil {
+			s.conn.Close()
+		}
+		sp := SourceProbe{Addr: s.addr, PingErrors: s.errs, PingsIdle: len(s.idle), PingsDuring: len(s.during)}
+		sp.IdleP99MS = quantileMS(s.idle, 0.99)
+		sp.P50MS = quantileMS(s.during, 0.50)
+		sp.P99MS = quantileMS(s.during, 0.99)
+		sp.MaxMS = quantileMS(s.during, 1)
+		if i < len(p.forks0) {
+			n, latest, err := forkStats(ctx, s.srv)
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+			if err == nil {
+				sp.Forks = n - p.forks0[i]
+				if sp.Forks > 0 {
+					sp.LatestForkUS = latest
+				}
+			}
+		}
+		out[i] = sp
+	}
+	return out, firstErr
+}
+
+var pingCmd = []byte("*1\r\n$4\r\nPING\r\n")
+
+func (s *pinger) dial() error {
+	conn, err := net.DialTimeout("tcp", s.addr, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	s.conn, s.br = conn, bufio.NewReaderSize(conn, 64)
+	return nil
+}
+
+// loop PINGs until stopped, the deadline or maxPings. A failed PING counts
+// as an error and a sample of how long it took, and the connection is
+// dialed again.
+func (s *pinger) loop(p *probe, deadline time.Time) {
+	for n := 0; n < maxPings; n++ {
+		select {
+		case <-p.stop:
+			return
+		default:
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		moving := p.moving.Load()
+		t0 := time.Now()
+		err := s.ping(t0)
+		d := time.Since(t0)
+		if moving {
+			s.during = append(s.during, d)
+		} else {
+			s.idle = append(s.idle, d)
+		}
+		if err != nil {
+			s.errs++
+			if s.conn != nil {
+				s.conn.Close()
+				s.conn = nil
+			}
+			time.Sleep(10 * time.Millisecond)
+			if s.dial() != nil {
+				s.conn = nil
+			}
+			continue
+		}
+		time.Sleep(pingEvery)
+	}
+}
+
+func (s *pinger) ping(now time.Time) error {
+	if s.conn == nil {
+		return fmt.Errorf("not connected")
+	}
+	if err := s.conn.SetDeadline(now.Add(pingTimeout)); err != nil {
+		return err
+	}
+	if _, err := s.conn.Write(pingCmd); err != nil {
+		return err
+	}
+	line, err := s.br.ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if line != "+PONG\r\n" {
+		return fmt.Errorf("PING: %q", line)
+	}
+	return nil
+}
+
+// quantileMS is the q-quantile (nearest rank) of ds in ms; 0 for none.
+func quantileMS(ds []time.Duration, q float64) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	k := int(float64(len(s))*q+0.999999) - 1
+	k = min(max(k, 0), len(s)-1)
+	return ms(s[k])
+}
+
+// forkStats reads a server's total_forks and latest_fork_usec.
+func forkStats(ctx context.Context, s *localcluster.Server) (total, latestUS int64, err error) {
+	addr := s.Addr
+	c := s.Client()
+	defer c.Close()
+	st, err := info.Read(ctx, c, "stats")
+	if err != nil {
+		return 0, 0, fmt.Errorf("INFO stats on %s: %w", addr, err)
+	}
+	total, err = strconv.ParseInt(st["total_forks"], 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("INFO stats on %s: total_forks %q", addr, st["total_forks"])
+	}
+	latestUS, _ = strconv.ParseInt(st["latest_fork_usec"], 10, 64)
+	return total, latestUS, nil
+}
