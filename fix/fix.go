@@ -132,13 +132,18 @@ type Plan struct {
 // importing from the target, which imports them from it), are refused:
 // Refused says who claims what and what to check. What it cannot judge safely (a legacy migration
 // with MIGRATING marks, which redis-cli --cluster fix handles; a slot whose
-// owner is down) is returned as notes and left alone. Only slots in only
+// owner is down) is returned as notes and left alone, and so is every master
+// that could not be read: its marks and keys are unknown. Only slots in only
 // are looked at (all if nil). Give-backs come first. It does no I/O.
 func PlanRepairs(states map[string]*NodeState, only *slots.Set) Plan {
 	p := &planner{states: states, suspect: map[string]string{}, repairs: map[repairKey]*Repair{}}
 	for _, id := range slices.Sorted(maps.Keys(states)) {
 		if st := states[id]; st.Top == nil {
 			p.suspect[id] = fmt.Sprintf("unreachable (%v)", st.Err)
+			// Said even when no slot names it: its own marks and keys
+			// (a target's import, orphans) were never seen, so "nothing
+			// to repair" would not be true of it.
+			p.unread = append(p.unread, fmt.Sprintf("%s could not be read (%v): its slots, marks and keys were not looked at, and it is trusted as the owner of none: run fix again once it is back", p.addr(id), st.Err))
 		} else {
 			p.ids = append(p.ids, id)
 		}
@@ -172,6 +177,7 @@ type planner struct {
 	states  map[string]*NodeState
 	ids     []string          // the masters that were read, sorted
 	suspect map[string]string // node ID → why it is not trusted as an owner
+	unread  []string          // a note per master that could not be read
 	repairs map[repairKey]*Repair
 	notes   grouped
 	refused grouped
@@ -410,7 +416,7 @@ func (p *planner) plan() Plan {
 			cmp.Compare(a.Owner+a.Target+a.Source, b.Owner+b.Target+b.Source))
 	})
 	refSet := p.refSet
-	return Plan{Repairs: out, Notes: p.notes.render(), Refused: p.refused.render(), RefusedSlots: &refSet}
+	return Plan{Repairs: out, Notes: append(p.unread, p.notes.render()...), Refused: p.refused.render(), RefusedSlots: &refSet}
 }
 
 // Options configure Run.
