@@ -73,6 +73,16 @@ func planSnapshot(ctx context.Context, o Options, p *participants) (snapshotPlan
 		}
 		return snapshotPlan{path: SnapshotRDB, reason: reason}, nil
 	}
+	// The read scripts run these as the user; a user who may not falls
+	// back to the RDB.
+	key := tempKey(o.Slots.Slots()[0], "probe", 0)
+	var probes []probe
+	for _, cmd := range []string{"TYPE", "STRLEN", "HLEN", "LLEN", "SCARD", "ZCARD", "XLEN"} {
+		probes = append(probes, probe{cmd, key})
+	}
+	if err := checkPermissions(ctx, p.source, "source", probes, nil); err != nil {
+		return rdb("%v", err)
+	}
 	repl, err := info.Read(ctx, p.source, "replication")
 	if err != nil {
 		return snapshotPlan{}, err

@@ -42,15 +42,29 @@ func (m *mirrored) do(ctx context.Context, keys []string, op func(c redis.Cmdabl
 }
 
 // Multi-key writes on moving slots (which an importing target refuses
-// unless every key exists), MULTI blocks and scripts, all through the move:
-// the target ends exactly like a mirror that saw the same writes.
+// unless every key exists), MULTI blocks and scripts, all through the move,
+// on both snapshot paths: the target ends exactly like a mirror that saw
+// the same writes.
 func TestMultiKeyWritesDuringMove(t *testing.T) {
+	for _, path := range []string{mover.SnapshotRDB, mover.SnapshotKeys} {
+		t.Run(path, func(t *testing.T) { multiKeyWritesDuringMove(t, path) })
+	}
+}
+
+func multiKeyWritesDuringMove(t *testing.T, path string) {
 	c := fourMasters(t)
 	ctx := testContext(t, 3*time.Minute)
 	cc := c.Client()
 	defer cc.Close()
 	set := mustSlots(t, "0-5460")
-	load(t, cc, 10_000, set)
+	bigIn := set
+	if path == mover.SnapshotKeys {
+		bigIn = mustSlots(t, "5461-10922") // the keys path takes no big key
+		if err := c.KeepBacklog(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	load(t, cc, 10_000, bigIn)
 	mirror := harness.ServerT(t, localcluster.Options{}).Client()
 	defer mirror.Close()
 	// The workload's client follows redirections and waits out a node that
@@ -138,7 +152,7 @@ func TestMultiKeyWritesDuringMove(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // some writes before the sync
 	sum, err := mover.Run(ctx, mover.Options{
 		Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
-		Slots: set, Logger: testLogger(t),
+		Slots: set, Logger: testLogger(t), Snapshot: path,
 	})
 	time.Sleep(200 * time.Millisecond) // and some after the switch
 	stopOps()
@@ -148,8 +162,8 @@ func TestMultiKeyWritesDuringMove(t *testing.T) {
 	if err != nil || sum.Result != mover.ResultMoved {
 		t.Fatalf("move: %s: %v", sum.Result, err)
 	}
-	if sum.KeysResynced == 0 {
-		t.Fatalf("no key was resynced: the multi-key path was not exercised (%+v)", sum)
+	if sum.KeysResynced == 0 || sum.Snapshot != path {
+		t.Fatalf("no key was resynced (the multi-key path was not exercised), or the snapshot took another path than %s (%+v)", path, sum)
 	}
 	var keys []string
 	for k := range m.keys {

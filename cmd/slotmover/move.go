@@ -47,6 +47,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.Cleanup.Sleep, "cleanup-sleep", time.Millisecond, "pause between cleanup batches")
 	fs.StringVar(&o.SpoolDir, "spool-dir", "", "directory for stream spool files (default the system temp dir)")
 	fs.BoolVar(&o.AllowEviction, "allow-eviction", false, "move even when the slots' keys look too big for the target's maxmemory (a move still rolls back if the target evicts a key)")
+	fs.StringVar(&o.Snapshot, "snapshot", mover.SnapshotAuto, "how the keys are first copied: `auto`, rdb (a full sync: the source forks) or keys (no fork: only the chosen slots' keys are read; the source must keep a replication backlog)")
 	fs.BoolVar(&o.KeepSourceConfig, "keep-source-config", false, "do not turn off the source's repl-diskless-sync-delay and rdbcompression for the sync")
 	f.connFlags.register(fs)
 }
@@ -110,6 +111,9 @@ func runMove(ctx context.Context, f *moveFlags, stdout, stderr io.Writer) int {
 	} else {
 		fmt.Fprintf(stdout, "%s: slots %s from %s to %s: %d keys (%d big), %d delta commands, pause %.1f ms, total %d ms\n",
 			sum.Result, sum.Slots, sum.Source, sum.Target, sum.KeysCopied, sum.BigKeys, sum.DeltaCommands, sum.PauseMS, sum.TotalMS)
+		if sum.Snapshot != "" {
+			fmt.Fprintf(stdout, "snapshot: %s (%s)\n", sum.Snapshot, sum.SnapshotReason)
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "slotmover move: %s: %v\n", sum.Result, err)

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/slotmover/slotmover/mover"
 )
 
 // check refuses what cannot work, naming each key and where its value came
@@ -55,6 +57,9 @@ func (c *Serve) check() error {
 	if mv.FenceTimeout > 0 && mv.PauseBudget > 0 && mv.FenceTimeout > mv.PauseBudget/2 {
 		v.fail("move.fence_timeout", "%s is more than half of move.pause_budget, %s%s: the fence must leave the pause time for the switch",
 			mv.FenceTimeout, mv.PauseBudget, v.from("move.pause_budget"))
+	}
+	if s := mv.Snapshot; s != mover.SnapshotAuto && s != mover.SnapshotRDB && s != mover.SnapshotKeys {
+		v.fail("move.snapshot", "want auto, rdb or keys, not %q", s)
 	}
 	if mv.SpoolDir != "" {
 		if st, err := os.Stat(mv.SpoolDir); err != nil {

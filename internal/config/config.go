@@ -125,6 +125,7 @@ type Move struct {
 	SpoolDir         string        `yaml:"spool_dir"`
 	AllowEviction    bool          `yaml:"allow_eviction"`
 	KeepSourceConfig bool          `yaml:"keep_source_config"`
+	Snapshot         string        `yaml:"snapshot"`
 }
 
 // Log is the daemon's log.
@@ -165,6 +166,7 @@ func Defaults() *Serve {
 			Chunk:          mover.DefaultChunk,
 			CleanupBatch:   cutover.DefaultBatch,
 			CleanupSleep:   DefaultCleanupSleep,
+			Snapshot:       mover.SnapshotAuto,
 		},
 		Log: Log{Level: DefaultLogLevel, Format: DefaultLogFormat},
 	}

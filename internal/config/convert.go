@@ -87,6 +87,7 @@ func (m Move) Options(base mover.Options) mover.Options {
 	base.SpoolDir = m.SpoolDir
 	base.AllowEviction = m.AllowEviction
 	base.KeepSourceConfig = m.KeepSourceConfig
+	base.Snapshot = m.Snapshot
 	return base
 }
 

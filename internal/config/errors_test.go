@@ -28,6 +28,7 @@ func TestFileErrors(t *testing.T) {
 		{"not an integer", "node:\n  address: h:1\nmove:\n  max_lag: 256KiB\n", ":4: move.max_lag: want an integer, not \"256KiB\""},
 		{"not a bool", "node:\n  address: h:1\nmove:\n  reply_per_key: yes\n", ":4: move.reply_per_key: want true or false, not \"yes\""},
 		{"negative uint", "node:\n  address: h:1\nmove:\n  big_key_elements: -1\n", ":4: move.big_key_elements: want a positive integer, not \"-1\""},
+		{"unknown snapshot", "node:\n  address: h:1\nmove:\n  snapshot: fast\n", "unknown-snapshot.yaml:4): want auto, rdb or keys, not \"fast\""},
 		{"merge key", "base: &b\n  window: 1\n", ":1: unknown key base"},
 		{"merge", "move:\n  <<: {window: 1}\n", ":2: move: merge keys (<<) are not supported"},
 		{"syntax", "node:\n  address: h:1\n   user: x\n", "yaml: line 3:"},
