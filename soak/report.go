@@ -108,6 +108,7 @@ type MoveEntry struct {
 	SlotCount int     `json:"slot_count"`
 	Class     string  `json:"class"`
 	Result    string  `json:"result"`
+	Snapshot  string  `json:"snapshot"` // the snapshot path it took
 	StartS    float64 `json:"start_s"` // seconds after the soak started
 	StartAt   string  `json:"start_at"`
 	// PausesAt are the cutover attempts' write pauses: when each began, and
@@ -214,7 +215,7 @@ func (s *soak) report(workers []*worker, rd *redirects, before, after map[string
 		sum := m.out.Summary
 		e := MoveEntry{
 			Seq: m.move.Seq, Source: m.move.SourceAddr, Target: m.move.TargetAddr,
-			Slots: m.move.Slots.String(), SlotCount: m.move.Slots.Len(), Class: m.class, Result: sum.Result,
+			Slots: m.move.Slots.String(), SlotCount: m.move.Slots.Len(), Class: m.class, Result: sum.Result, Snapshot: sum.Snapshot,
 			StartS: m.start.Sub(s.t0).Seconds(), TotalMS: sum.TotalMS, PauseMS: sum.PauseMS,
 			Attempts: sum.CutoverAttempts, KeysCopied: sum.KeysCopied, BigKeys: sum.BigKeys, DeltaCommands: sum.DeltaCommands,
 		}

@@ -74,11 +74,19 @@ type Config struct {
 	OpTimeout time.Duration
 	Seed      int64 // 0 for a random one
 
+	// Snapshot is the moves' snapshot path (mover.Options.Snapshot), or
+	// SnapshotAlternate. Only for the default Mover.
+	Snapshot string
+
 	Logger *slog.Logger
 	// Mover carries out the moves; nil for LibraryMover with the settings
 	// here.
 	Mover Mover
 }
+
+// SnapshotAlternate takes the keys path for odd moves and the RDB's for
+// even ones, so that one soak proves both.
+const SnapshotAlternate = "alternate"
 
 // ConfigError is a configuration or cluster that a soak cannot run on.
 type ConfigError struct{ Err error }
@@ -104,6 +112,11 @@ func (c *Config) normalize() error {
 	}
 	if c.Pick != PickRandom && c.Pick != PickRoundRobin && c.Pick != PickSameSource {
 		return fmt.Errorf("pick %q: want %s, %s or %s", c.Pick, PickRandom, PickRoundRobin, PickSameSource)
+	}
+	switch c.Snapshot {
+	case "", mover.SnapshotAuto, mover.SnapshotRDB, mover.SnapshotKeys, SnapshotAlternate:
+	default:
+		return fmt.Errorf("snapshot %q: want auto, rdb, keys or %s", c.Snapshot, SnapshotAlternate)
 	}
 	if c.SlotPick == "" {
 		c.SlotPick = SlotsMixed
@@ -161,11 +174,24 @@ func (c *Config) normalize() error {
 		c.Logger = slog.Default()
 	}
 	if c.Mover == nil {
-		c.Mover = LibraryMover(mover.Options{
+		base := mover.Options{
 			Source: mover.Conn{Username: c.Username, Password: c.Password},
 			Target: mover.Conn{Username: c.Username, Password: c.Password},
-			Logger: c.Logger,
-		})
+			Logger: c.Logger, Snapshot: c.Snapshot,
+		}
+		c.Mover = LibraryMover(base)
+		if c.Snapshot == SnapshotAlternate {
+			base.Snapshot = mover.SnapshotKeys
+			keys := LibraryMover(base)
+			base.Snapshot = mover.SnapshotRDB
+			rdb := LibraryMover(base)
+			c.Mover = MoverFunc(func(ctx context.Context, m Move) Outcome {
+				if m.Seq%2 == 1 {
+					return keys.Move(ctx, m)
+				}
+				return rdb.Move(ctx, m)
+			})
+		}
 	}
 	return nil
 }

@@ -248,7 +248,7 @@ func TestClaimsFlagsTunables(t *testing.T) {
 	// --max-lag: a cutover is tried while the target trails by far more
 	// than the default.
 	waitFor(fmt.Sprintf("a cutover attempt (CLIENT PAUSE on the source) while the held target trails by %s (--max-lag %d; the default 256 KiB would wait)",
-		lagOf(source), 1<<30), 5*time.Second, func() bool { return commandCalls(t, source, "client|pause") > pausesBefore })
+		lagOf(source), 1<<30), 15*time.Second, func() bool { return commandCalls(t, source, "client|pause") > pausesBefore })
 	unpause()
 
 	select {

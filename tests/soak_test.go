@@ -48,7 +48,12 @@ func soakEnv(t *testing.T, name string, def int64) int64 {
 // soakCluster starts the 4-master cluster.
 func soakCluster(t *testing.T) *localcluster.Cluster {
 	t.Helper()
-	return harness.ClusterT(t, []string{"0-5460", "5461-10922", "10923-16383", ""}, localcluster.Options{})
+	c := harness.ClusterT(t, []string{"0-5460", "5461-10922", "10923-16383", ""}, localcluster.Options{})
+	// Backlogs, as masters with replicas keep: the keys path can run.
+	if err := c.KeepBacklog(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // soakReport logs the report as the CLI prints it.
@@ -181,9 +186,19 @@ func TestSoakMovesLoseNoWrite(t *testing.T) {
 	cfg.SlotsPerMove = 256
 	cfg.Keys = 20000
 	cfg.Logger = testLogger(t)
+	cfg.Snapshot = soak.SnapshotAlternate
 	rep, err := soak.Run(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	paths := map[string]int{}
+	for _, e := range rep.Moves.List {
+		if e.Class == "moved" {
+			paths[e.Snapshot]++
+		}
+	}
+	if paths[mover.SnapshotKeys] == 0 || paths[mover.SnapshotRDB] == 0 {
+		t.Errorf("moved moves by snapshot path: %v; want both paths", paths)
 	}
 	soakReport(t, rep)
 	assertNothingLost(t, rep)
