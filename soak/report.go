@@ -109,7 +109,7 @@ type MoveEntry struct {
 	Class     string  `json:"class"`
 	Result    string  `json:"result"`
 	Snapshot  string  `json:"snapshot"` // the snapshot path it took
-	StartS    float64 `json:"start_s"` // seconds after the soak started
+	StartS    float64 `json:"start_s"`  // seconds after the soak started
 	StartAt   string  `json:"start_at"`
 	// PausesAt are the cutover attempts' write pauses: when each began, and
 	// how long; AttemptPausesMS their lengths.
