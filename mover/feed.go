@@ -369,8 +369,11 @@ func (f *feeder) applyOne(ctx context.Context, u *stream.Command) error {
 		if f.deferred[string(keys[0])] != 0 {
 			return nil // its resync will bring the key as it is after this command
 		}
-		args := absoluteTTL(u.Args, func() int64 { return f.clock.at(u.End) })
 		name := u.Name()
+		if b := f.keys.chunked(keys[0]); b != nil && positional(name) {
+			return f.restart(b)
+		}
+		args := absoluteTTL(u.Args, func() int64 { return f.clock.at(u.End) })
 		if name == "DEL" || name == "UNLINK" {
 			f.expiring.forget(keys[0])
 			return f.send(name, args...)
@@ -415,10 +418,22 @@ func (f *feeder) applyOne(ctx context.Context, u *stream.Command) error {
 	// Keys already waiting for a resync need no other: its copy is read at
 	// a later point of the stream than this command, so it holds its effect.
 	keys = slices.DeleteFunc(keys, func(k []byte) bool { return f.deferred[string(k)] != 0 })
-	if len(keys) == 0 {
+	// A big key being read in chunks is read again from its start, not
+	// in one call.
+	var rest [][]byte
+	for _, k := range keys {
+		if b := f.keys.chunked(k); b != nil {
+			if err := f.restart(b); err != nil {
+				return err
+			}
+		} else {
+			rest = append(rest, k)
+		}
+	}
+	if len(rest) == 0 {
 		return nil
 	}
-	return f.resync(ctx, u.Slot, keys)
+	return f.resync(ctx, u.Slot, rest)
 }
 
 // send writes one command behind ASKING; label names it in errors.
@@ -448,6 +463,7 @@ type pendingRead struct {
 	marker   []byte
 	keys     []slotread.Key // the copies, restored at the marker
 	listed   []uint16       // a listing's slots, held until the marker
+	chunk    *chunkCopy     // a chunk of a big key
 	snapshot bool           // part of the keys path's snapshot
 }
 
@@ -525,6 +541,9 @@ func (f *feeder) finishRead(r *pendingRead) error {
 	}
 	for _, s := range r.listed {
 		f.keys.held[s] = false
+	}
+	if r.chunk != nil {
+		return f.applyChunk(r.chunk)
 	}
 	for _, k := range r.keys {
 		if k.Big || f.deferred[k.Name] != r.id {

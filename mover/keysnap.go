@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 
 	"github.com/slotmover/slotmover/slotread"
 	"github.com/slotmover/slotmover/slots"
@@ -17,12 +19,46 @@ import (
 // is applied: a slot's commands are skipped until its listing's marker (the
 // listing holds their effect), a listed key's until its batch's marker.
 type keySnapshot struct {
-	groups  [][]uint16 // slots not listed yet, a listing call each
-	queue   []listed   // listed keys not read yet
-	held    []bool     // by slot: listing not yet passed in the stream
-	reading int        // listings and batches whose marker has not come
-	lim     slotread.Limits
+	groups    [][]uint16 // slots not listed yet, a listing call each
+	queue     []listed   // listed keys not read yet
+	bigQueue  []*bigRead // big keys with a chunk to read
+	big       map[string]*bigRead
+	held      []bool // by slot: listing not yet passed in the stream
+	reading   int    // listings, batches and chunks whose marker has not come
+	lim       slotread.Limits
+	fieldTTLs bool // the source has hash-field expiries (7.4+)
 }
+
+// bigRead is a big hash, set or sorted set read in chunks, by a scan of
+// its elements, each chunk marked in the stream like a batch. From the
+// first chunk's marker on, the stream's commands on the key are applied to
+// the part the target has: they name their elements, and a later chunk
+// brings each element as the source has it at that chunk's marker, so the
+// key ends whole (a scan returns every element present from its start to
+// its end; one added meanwhile is added by the stream). The TTL is set at
+// the last chunk's marker. A command that depends on the elements' order or
+// on the whole key (ZPOPMIN, a multi-key write) starts the read over.
+type bigRead struct {
+	key, typ string
+	slot     uint16
+	cursor   string
+	gen      int  // bumped by a restart: chunks of older ones are ignored
+	started  bool // a chunk's marker of this generation has passed
+	restarts int
+	queued   bool // waiting for its next chunk to be read
+}
+
+// chunkCopy is one chunk, waiting for its marker.
+type chunkCopy struct {
+	big   *bigRead
+	gen   int
+	first bool
+	slotread.Chunk
+}
+
+// maxRestarts bounds the restarts of a big key's read: one that the
+// application keeps changing by position cannot be read in chunks.
+const maxRestarts = 5
 
 // listed is the keys of one slot a listing found, not read yet.
 type listed struct {
@@ -39,8 +75,9 @@ const (
 	readsAhead      = 8      // calls made before their marker came through the stream
 )
 
-func newKeySnapshot(groups [][]uint16, big int64) *keySnapshot {
-	ks := &keySnapshot{groups: groups, held: make([]bool, slots.Count), lim: slotread.Limits{Budget: readBudget, Big: big}}
+func newKeySnapshot(groups [][]uint16, big int64, fieldTTLs bool) *keySnapshot {
+	ks := &keySnapshot{groups: groups, held: make([]bool, slots.Count), big: map[string]*bigRead{},
+		lim: slotread.Limits{Budget: readBudget, Big: big}, fieldTTLs: fieldTTLs}
 	for _, g := range groups {
 		for _, s := range g {
 			ks.held[s] = true
@@ -59,21 +96,24 @@ func (f *feeder) readKeys(ctx context.Context, r *stream.CommandReader) error {
 	ks := f.keys
 	var end int64
 	for {
-		for ks.reading < readsAhead && (len(ks.queue) > 0 || len(ks.groups) > 0) {
+		for ks.reading < readsAhead && ks.toRead() {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 			var err error
-			if len(ks.queue) == 0 {
-				err = f.listNext(ctx)
-			} else {
+			switch {
+			case len(ks.bigQueue) > 0:
+				err = f.readChunk(ctx)
+			case len(ks.queue) > 0:
 				err = f.readNext(ctx)
+			default:
+				err = f.listNext(ctx)
 			}
 			if err != nil {
 				return err
 			}
 		}
-		if ks.reading == 0 && len(ks.queue) == 0 && len(ks.groups) == 0 {
+		if ks.reading == 0 && !ks.toRead() {
 			break
 		}
 		cmd, err := r.Next()
@@ -135,13 +175,173 @@ func (f *feeder) readNext(ctx context.Context) error {
 	}
 	ks.reading++
 	for _, k := range got {
-		if k.Big {
+		if !k.Big {
+			continue
+		}
+		if !slices.Contains(slotread.ScanTypes, k.Type) {
 			return fmt.Errorf("key %q of slot %d, a %s of %d elements, is %w: move these slots with the RDB snapshot", k.Name, head.slot, k.Type, k.Units, ErrBigKey)
 		}
+		b := &bigRead{key: k.Name, typ: k.Type, slot: head.slot, cursor: "0", queued: true}
+		ks.big[k.Name] = b
+		ks.bigQueue = append(ks.bigQueue, b)
 	}
 	head.keys = head.keys[len(got):]
 	if len(head.keys) == 0 {
 		ks.queue = ks.queue[1:]
 	}
 	return nil
+}
+
+func (ks *keySnapshot) toRead() bool {
+	return len(ks.bigQueue) > 0 || len(ks.queue) > 0 || len(ks.groups) > 0
+}
+
+// readChunk reads the next chunk of the first big key in the queue.
+func (f *feeder) readChunk(ctx context.Context) error {
+	ks := f.keys
+	b := ks.bigQueue[0]
+	r := f.newRead(b.slot, true)
+	ch, err := slotread.ReadChunk(ctx, f.source, b.key, b.typ, b.cursor, readBudget, string(r.marker), f.nonce(r), ks.fieldTTLs)
+	if err != nil {
+		delete(f.pending, f.nonce(r))
+		return err
+	}
+	ks.reading++
+	r.chunk = &chunkCopy{big: b, gen: b.gen, first: b.cursor == "0", Chunk: ch}
+	b.cursor = ch.Cursor
+	if ch.Cursor == "0" || ch.Type != b.typ {
+		ks.bigQueue = ks.bigQueue[1:]
+		b.queued = false
+	}
+	return nil
+}
+
+// applyChunk puts a chunk on the target at its marker.
+func (f *feeder) applyChunk(c *chunkCopy) error {
+	b := c.big
+	if c.gen != b.gen {
+		return nil // a restart reads the key again
+	}
+	key := []byte(b.key)
+	label := "chunk of " + strconv.Quote(b.key)
+	send := func(args ...[]byte) error { return f.send(label, args...) }
+	if c.first {
+		// From here on the stream's commands on the key apply.
+		b.started = true
+		delete(f.deferred, b.key)
+		f.deferredCount.Store(int64(len(f.deferred)))
+		if err := send([]byte("DEL"), key); err != nil {
+			return err
+		}
+	}
+	switch {
+	case c.Type == "none": // gone: the stream's DEL may sit in this very marker block
+		return f.endBig(b, send([]byte("DEL"), key))
+	case c.Type != b.typ: // deleted and made anew: the stream holds all of it
+		return f.endBig(b, nil)
+	}
+	if err := f.sendElements(b, c); err != nil {
+		return err
+	}
+	if c.Cursor != "0" {
+		return nil
+	}
+	f.stats.keys.Add(1)
+	f.stats.bigKeys.Add(1)
+	var err error
+	if c.ExpireAt > 0 {
+		err = send([]byte("PEXPIREAT"), key, strconv.AppendInt(nil, c.ExpireAt, 10))
+	} else {
+		err = send([]byte("PERSIST"), key)
+	}
+	f.expiring.track(key, c.ExpireAt)
+	return f.endBig(b, err)
+}
+
+// sendElements adds a chunk's elements to the key on the target, in
+// commands of at most opts.Chunk elements.
+func (f *feeder) sendElements(b *bigRead, c *chunkCopy) error {
+	key := []byte(b.key)
+	label := "chunk of " + strconv.Quote(b.key)
+	per := 1 // strings per element in the scan's reply
+	cmd := "SADD"
+	switch b.typ {
+	case "hash":
+		per, cmd = 2, "HSET"
+	case "zset":
+		per, cmd = 2, "ZADD"
+	}
+	n := len(c.Elements) / per
+	for i := 0; i < n; i += f.opts.Chunk {
+		args := [][]byte{[]byte(cmd), key}
+		for j := i; j < min(n, i+f.opts.Chunk); j++ {
+			e := c.Elements[j*per : (j+1)*per]
+			if b.typ == "zset" {
+				e = []string{e[1], e[0]} // ZSCAN gives member, score; ZADD takes score, member
+			}
+			for _, s := range e {
+				args = append(args, []byte(s))
+				f.stats.bytes.Add(int64(len(s)))
+			}
+		}
+		if err := f.send(label, args...); err != nil {
+			return err
+		}
+	}
+	for j, at := range c.FieldExpireAt {
+		if at > 0 && j*2 < len(c.Elements) {
+			err := f.send(label, []byte("HPEXPIREAT"), key, strconv.AppendInt(nil, at, 10), []byte("FIELDS"), []byte("1"), []byte(c.Elements[j*2]))
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (f *feeder) endBig(b *bigRead, err error) error {
+	delete(f.keys.big, b.key)
+	return err
+}
+
+// chunked returns the big key being read in chunks whose commands now
+// apply to the target (its read has started), or nil.
+func (ks *keySnapshot) chunked(key []byte) *bigRead {
+	if ks == nil || len(ks.big) == 0 {
+		return nil
+	}
+	if b := ks.big[string(key)]; b != nil && b.started {
+		return b
+	}
+	return nil
+}
+
+// restart reads a big key again from its start: the stream's commands on
+// it wait for the new first chunk, and what the target has is dropped.
+func (f *feeder) restart(b *bigRead) error {
+	if b.restarts++; b.restarts > maxRestarts {
+		return fmt.Errorf("big %s %q changed by position or with other keys %d times while it was read in chunks: move these slots with the RDB snapshot", b.typ, b.key, b.restarts)
+	}
+	f.log.Info("a big key read in chunks is read again from its start", "key", b.key, "restarts", b.restarts)
+	f.stats.resynced.Add(1)
+	b.gen++
+	b.started = false
+	b.cursor = "0"
+	f.deferred[b.key] = awaitingRead
+	f.deferredCount.Store(int64(len(f.deferred)))
+	if !b.queued {
+		b.queued = true
+		f.keys.bigQueue = append(f.keys.bigQueue, b)
+	}
+	return f.send("restart of "+strconv.Quote(b.key), []byte("DEL"), []byte(b.key))
+}
+
+// positional says whether a command on a sorted set depends on its
+// elements' order, which a part of the set does not have.
+func positional(name string) bool {
+	switch name {
+	case "ZREMRANGEBYRANK", "ZPOPMIN", "ZPOPMAX", "ZMPOP", "BZPOPMIN", "BZPOPMAX", "BZMPOP":
+		return true
+	}
+	return false
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/internal/info"
@@ -37,6 +38,7 @@ type snapshotPlan struct {
 	reason        string
 	groups        [][]uint16 // the keys path's listing calls
 	sourceVersion int        // the RDB version of the source's DUMPs (keys path; 0 if none was seen)
+	fieldTTLs     bool       // the source has hash-field expiries (HPEXPIRETIME, 7.4+)
 }
 
 // checkVersions takes the RDB path, or refuses, when the source's DUMPs
@@ -122,8 +124,10 @@ func planSnapshot(ctx context.Context, o Options, p *participants) (snapshotPlan
 		if err != nil {
 			return snapshotPlan{}, err
 		}
-		if len(sv.Big) > 0 {
-			return rdb("key %q is a %s of %d elements, too big to read in one short call", sv.Big[0].Name, sv.Big[0].Type, sv.Big[0].Units)
+		for _, b := range sv.Big {
+			if !slices.Contains(slotread.ScanTypes, b.Type) {
+				return rdb("key %q is a %s of %d elements, too big to read in one short call (big hashes, sets and sorted sets are read in chunks)", b.Name, b.Type, b.Units)
+			}
 		}
 		version = max(version, rdbparse.DumpVersion(sv.Sample))
 	}
@@ -131,7 +135,14 @@ func planSnapshot(ctx context.Context, o Options, p *participants) (snapshotPlan
 	if asked {
 		reason = "asked for; " + reason
 	}
-	return snapshotPlan{path: SnapshotKeys, reason: reason, groups: groupSlots(set, counts, listKeysPerCall), sourceVersion: version}, nil
+	// Hash fields have expiries of their own from 7.4: a chunked read
+	// must copy them.
+	info, err := p.source.Do(ctx, "COMMAND", "INFO", "HPEXPIRETIME").Slice()
+	if err != nil {
+		return rdb("COMMAND INFO on the source: %v", err)
+	}
+	return snapshotPlan{path: SnapshotKeys, reason: reason, groups: groupSlots(set, counts, listKeysPerCall),
+		sourceVersion: version, fieldTTLs: len(info) > 0 && info[0] != nil}, nil
 }
 
 // surveyKeysPerCall bounds the keys a survey call looks at: it reads the

@@ -12,6 +12,7 @@ package slotread
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -282,4 +283,99 @@ func scriptTime(sec, usec any) (int64, error) {
 		return 0, err
 	}
 	return time.Unix(s, us*1000).UnixMilli(), nil
+}
+
+// chunkScript reads one chunk of a big hash, set or sorted set KEYS[2] by
+// a scan from the cursor ARGV[2] (COUNT ARGV[3]), provided its type is
+// still ARGV[4], with its PTTL and (ARGV[5] = "1", 7.4+) the chunk's field
+// expiries; then writes the marker KEYS[1] with ARGV[1]. It answers the
+// source's TIME and {type, next cursor, elements, PTTL, field expiries}.
+var chunkScript = redis.NewScript(`
+local now = redis.call('TIME')
+local t = redis.call('TYPE', KEYS[2]).ok
+local out = {t, '0', {}, -2, {}}
+if t == ARGV[4] then
+  local scan = {hash = 'HSCAN', set = 'SSCAN', zset = 'ZSCAN'}
+  local r = redis.call(scan[t], KEYS[2], ARGV[2], 'COUNT', ARGV[3])
+  out = {t, r[1], r[2], redis.call('PTTL', KEYS[2]), {}}
+  if t == 'hash' and ARGV[5] == '1' and #r[2] > 0 then
+    local fields = {}
+    for i = 1, #r[2], 2 do fields[#fields + 1] = r[2][i] end
+    out[5] = redis.call('HPEXPIRETIME', KEYS[2], 'FIELDS', #fields, unpack(fields))
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('DEL', KEYS[1])
+return {now[1], now[2], out}
+`)
+
+// Chunk is one chunk of a big key, as ReadChunk found it.
+type Chunk struct {
+	Type     string   // the key's type now ("none" once it is gone)
+	Cursor   string   // the scan's next cursor; "0" when the scan is over
+	Elements []string // as HSCAN, SSCAN or ZSCAN returns them
+	ExpireAt int64    // Unix ms on the source's clock; 0 for no TTL; -1 if the key is gone
+	// FieldExpireAt holds a hash's field expiries (Unix ms; -1 for none),
+	// one per field of Elements, when asked for.
+	FieldExpireAt []int64
+}
+
+// ScanTypes are the types ReadChunk reads: those whose commands name
+// their elements, so that a chunk read at one point of the stream and the
+// commands after it make the key whole.
+var ScanTypes = []string{"hash", "set", "zset"}
+
+// ReadChunk reads the chunk of key (of type typ) after cursor, about count
+// elements, in one call that ends with the marker (a key of its slot) set
+// to nonce. fieldTTLs asks for a hash's field expiries (Redis 7.4+).
+func ReadChunk(ctx context.Context, c *redis.Client, key, typ, cursor string, count int, marker, nonce string, fieldTTLs bool) (Chunk, error) {
+	ttlFlag := "0"
+	if fieldTTLs {
+		ttlFlag = "1"
+	}
+	fail := func(err error) (Chunk, error) {
+		return Chunk{}, fmt.Errorf("read a chunk of %q on %s: %w", key, c.Options().Addr, err)
+	}
+	v, err := chunkScript.Run(ctx, c, []string{marker, key}, nonce, cursor, count, typ, ttlFlag).Result()
+	if err != nil {
+		return fail(err)
+	}
+	top, ok := v.([]any)
+	if !ok || len(top) != 3 {
+		return fail(fmt.Errorf("unexpected answer %T", v))
+	}
+	now, err := scriptTime(top[0], top[1])
+	if err != nil {
+		return fail(err)
+	}
+	f, _ := top[2].([]any)
+	if len(f) != 5 {
+		return fail(fmt.Errorf("unexpected answer %v", top[2]))
+	}
+	var ch Chunk
+	ch.Type, _ = f[0].(string)
+	ch.Cursor, _ = f[1].(string)
+	elems, _ := f[2].([]any)
+	for _, e := range elems {
+		s, ok := e.(string)
+		if !ok {
+			return fail(fmt.Errorf("element %T", e))
+		}
+		ch.Elements = append(ch.Elements, s)
+	}
+	switch pttl, _ := f[3].(int64); {
+	case pttl >= 0:
+		ch.ExpireAt = now + pttl
+	case pttl == -2:
+		ch.ExpireAt = -1
+	}
+	ttls, _ := f[4].([]any)
+	for _, e := range ttls {
+		n, _ := e.(int64)
+		ch.FieldExpireAt = append(ch.FieldExpireAt, n)
+	}
+	if ch.Cursor == "" {
+		return fail(errors.New("no cursor"))
+	}
+	return ch, nil
 }

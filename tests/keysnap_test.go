@@ -1,15 +1,21 @@
 package tests
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/slotmover/slotmover/internal/info"
+	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
+	"github.com/slotmover/slotmover/stream"
+	"github.com/slotmover/slotmover/tests/harness"
 )
 
 // The keys path (no fork, no RDB: the link continues the source's history
@@ -87,4 +93,133 @@ func TestKeysSnapshot(t *testing.T) {
 	if sum.Snapshot != mover.SnapshotRDB || !strings.Contains(sum.SnapshotReason, "too big") {
 		t.Fatalf("auto with a big key took %q: %s", sum.Snapshot, sum.SnapshotReason)
 	}
+}
+
+// On the keys path, big hashes, sets and sorted sets are read in chunks
+// while a client changes their elements, their TTLs, and pops the sorted
+// set (which starts its read over): the target ends exactly like a mirror
+// that saw the same writes.
+func TestKeysPathReadsBigKeysInChunks(t *testing.T) {
+	c := fourMasters(t)
+	ctx := testContext(t, 3*time.Minute)
+	if err := c.KeepBacklog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cc := c.Client()
+	defer cc.Close()
+	mirror := harness.ServerT(t, localcluster.Options{}).Client()
+	defer mirror.Close()
+	set := mustSlots(t, "0-99")
+	tag := tagIn(set, 0)
+	hash, sset, zset, small := tag+"hash", tag+"set", tag+"zset", tag+"small"
+	m := &mirrored{cc: cc, mirror: mirror, keys: map[string]bool{}}
+	const elements, zElements = 60_000, 60_000
+	for i := 0; i < elements; i += 1000 {
+		err := m.do(ctx, []string{hash, sset, zset}, func(c redis.Cmdable) error {
+			p := c.Pipeline()
+			for j := i; j < i+1000; j++ {
+				p.HSet(ctx, hash, fmt.Sprint("f", j), j)
+				p.SAdd(ctx, sset, j)
+				if j < zElements {
+					p.ZAdd(ctx, zset, redis.Z{Score: float64(j), Member: fmt.Sprint("m", j)})
+				}
+			}
+			_, err := p.Exec(ctx)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.do(ctx, []string{hash, small}, func(c redis.Cmdable) error {
+		if err := c.Set(ctx, small, "x", time.Hour).Err(); err != nil {
+			return err
+		}
+		return c.Expire(ctx, hash, time.Hour).Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	opsCtx, stopOps := context.WithTimeout(ctx, time.Minute)
+	defer stopOps()
+	opsErr := make(chan error, 1)
+	var ops atomic.Int64
+	go func() {
+		var err error
+		for i := 0; i < 200_000 && opsCtx.Err() == nil && err == nil; i++ {
+			if i%4 == 0 {
+				time.Sleep(time.Millisecond) // a steady rate through the whole move
+			}
+			j := (i * 7919) % (elements + 5000) // some new elements too
+			err = m.do(ctx, nil, func(c redis.Cmdable) error {
+				switch i % 8 {
+				case 0:
+					return c.HSet(ctx, hash, fmt.Sprint("f", j), fmt.Sprint("v", i)).Err()
+				case 1:
+					return c.HDel(ctx, hash, fmt.Sprint("f", j)).Err()
+				case 2:
+					return c.HIncrBy(ctx, hash, fmt.Sprint("n", j%100), 1).Err()
+				case 3:
+					return c.SAdd(ctx, sset, fmt.Sprint("s", i)).Err()
+				case 4:
+					return c.SRem(ctx, sset, j).Err()
+				case 5:
+					return c.ZIncrBy(ctx, zset, 1, fmt.Sprint("m", j)).Err()
+				case 6:
+					return c.ZRem(ctx, zset, fmt.Sprint("m", j)).Err()
+				default:
+					return c.Expire(ctx, hash, time.Duration(3600+i%100)*time.Second).Err()
+				}
+			})
+			ops.Add(1)
+		}
+		opsErr <- err
+	}()
+	// One ZPOPMIN (by position: the read starts over) once the target
+	// holds part of the sorted set.
+	target := c.Nodes[3].Client()
+	defer target.Close()
+	popped := make(chan error, 1)
+	go func() {
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && opsCtx.Err() == nil; time.Sleep(2 * time.Millisecond) {
+			var n *redis.IntCmd
+			if _, err := target.Pipelined(ctx, func(p redis.Pipeliner) error {
+				p.Do(ctx, "ASKING")
+				n = p.ZCard(ctx, zset)
+				return nil
+			}); err == nil && n.Val() > 0 && n.Val() < zElements/2 {
+				popped <- m.do(ctx, nil, func(c redis.Cmdable) error { return c.ZPopMin(ctx, zset, 2).Err() })
+				return
+			}
+		}
+		popped <- errors.New("never saw part of the sorted set on the target")
+	}()
+	time.Sleep(100 * time.Millisecond)
+	sum, err := mover.Run(ctx, mover.Options{
+		Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
+		Slots: set, Logger: testLogger(t), Snapshot: mover.SnapshotKeys, BigKeyElements: 5000,
+		// Applying the stream slowly spaces the chunk reads (each waits
+		// for a marker), so that many writes fall between them.
+		Hooks: mover.Hooks{Delta: func(*stream.Command) bool { time.Sleep(100 * time.Microsecond); return true }},
+	})
+	time.Sleep(100 * time.Millisecond)
+	stopOps()
+	if err := <-opsErr; err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		t.Fatalf("workload: %v", err)
+	}
+	if err := <-popped; err != nil {
+		t.Fatalf("ZPOPMIN during the sorted set's read: %v", err)
+	}
+	if err != nil || sum.Result != mover.ResultMoved || sum.Snapshot != mover.SnapshotKeys {
+		t.Fatalf("move: %s on the %s path: %v", sum.Result, sum.Snapshot, err)
+	}
+	if sum.BigKeys != 3 || sum.DeltaCommands < 100 || sum.KeysResynced != 1 {
+		t.Fatalf("%d big keys read in chunks (want 3), %d delta commands applied (want many), %d reads started over (want 1, the ZPOPMIN): the test missed its windows",
+			sum.BigKeys, sum.DeltaCommands, sum.KeysResynced)
+	}
+	keys := []string{hash, sset, zset, small}
+	if err := localcluster.CompareKeys(ctx, mirror, target, keys); err != nil {
+		t.Fatalf("target differs from the mirror after %d writes: %v", ops.Load(), err)
+	}
+	t.Logf("%d writes during the move; %d delta commands; %d big-key reads started over (ZPOPMIN); %d ms", ops.Load(), sum.DeltaCommands, sum.KeysResynced, sum.TotalMS)
 }
