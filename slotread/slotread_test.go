@@ -1,0 +1,124 @@
+package slotread_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/slotread"
+	"github.com/slotmover/slotmover/slots"
+	"github.com/slotmover/slotmover/tests/harness"
+)
+
+// The reads against a real source: a listing names exactly the slots'
+// keys and refuses past its limit; a batch reads keys in order until its
+// budget, reports big and gone keys, and its payloads restore to the same
+// values and TTLs; a chunked scan of a big hash brings every field.
+func TestReads(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := harness.ClusterT(t, []string{"0-16383"}, localcluster.Options{}).Nodes[0].Client()
+	defer c.Close()
+	slot := slots.ForString("{a}")
+	other := slots.ForString("{b}")
+	for i := 0; i < 50; i++ {
+		c.Set(ctx, fmt.Sprint("{a}s", i), i, 0)
+	}
+	c.Set(ctx, "{a}ttl", "v", time.Hour)
+	c.Set(ctx, "{b}x", "v", 0)
+	for i := 0; i < 3000; i++ {
+		c.HSet(ctx, "{a}big", fmt.Sprint("f", i), i)
+	}
+	c.RPush(ctx, "{a}list", 1, 2, 3)
+
+	lists, err := slotread.List(ctx, c, []uint16{slot, other}, "{a}marker", "n1", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lists) != 2 || len(lists[0]) != 53 || len(lists[1]) != 1 || lists[1][0] != "{b}x" {
+		t.Fatalf("listing: %d slots, %d and %d keys; want 53 and {b}x", len(lists), len(lists[0]), len(lists[1]))
+	}
+	var tooMany *slotread.TooManyKeys
+	if _, err := slotread.List(ctx, c, []uint16{slot}, "{a}marker", "n2", 10); !errors.As(err, &tooMany) || tooMany.Keys != 53 {
+		t.Fatalf("listing over the limit: %v, want TooManyKeys{53}", err)
+	}
+	if n, _ := c.Exists(ctx, "{a}marker").Result(); n != 0 {
+		t.Fatal("the marker is left on the source")
+	}
+
+	// In order until the budget: 20 strings of 1 unit (+1 each), then
+	// stop; a big key and a gone key are reported, not read.
+	keys := []string{"{a}big", "{a}gone", "{a}ttl", "{a}list"}
+	for i := 0; i < 50; i++ {
+		keys = append(keys, fmt.Sprint("{a}s", i))
+	}
+	got, err := slotread.Read(ctx, c, keys, "{a}marker", "n3", slotread.Limits{Budget: 40, Big: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) < 4 || len(got) >= len(keys) {
+		t.Fatalf("read %d of %d keys with a budget of 40 units", len(got), len(keys))
+	}
+	if !got[0].Big || got[0].Type != "hash" || got[0].Units != 3000 || got[0].Payload != nil {
+		t.Fatalf("big hash: %+v", got[0])
+	}
+	if !got[1].Gone || got[1].Payload != nil {
+		t.Fatalf("gone key: %+v", got[1])
+	}
+	dst := harness.ServerT(t, localcluster.Options{}).Client()
+	defer dst.Close()
+	for _, k := range got[2:] {
+		if k.Gone || k.Big || k.Payload == nil {
+			t.Fatalf("%s: %+v", k.Name, k)
+		}
+		if err := dst.RestoreReplace(ctx, k.Name, 0, string(k.Payload)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if k.ExpireAt > 0 {
+			dst.PExpireAt(ctx, k.Name, time.UnixMilli(k.ExpireAt))
+		}
+	}
+	if err := localcluster.CompareKeys(ctx, c, dst, namesOf(got[2:])); err != nil {
+		t.Fatalf("the payloads restored elsewhere: %v", err)
+	}
+	if at := got[2].ExpireAt; at < time.Now().Add(time.Hour-time.Minute).UnixMilli() || at > time.Now().Add(time.Hour).UnixMilli() {
+		t.Fatalf("{a}ttl expires at %d, want about an hour from now", at)
+	}
+
+	// The big hash in chunks of about 50 buckets: every field, once the
+	// cursor is back at 0.
+	fields := map[string]string{}
+	cursor, calls := "0", 0
+	for {
+		ch, err := slotread.ReadChunk(ctx, c, "{a}big", "hash", cursor, 50, "{a}marker", "n"+strconv.Itoa(calls), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls++
+		for i := 0; i+1 < len(ch.Elements); i += 2 {
+			fields[ch.Elements[i]] = ch.Elements[i+1]
+		}
+		if cursor = ch.Cursor; cursor == "0" || calls > 100 {
+			break
+		}
+	}
+	if len(fields) != 3000 || calls < 3 {
+		t.Fatalf("chunks: %d fields in %d calls, want 3000 in several", len(fields), calls)
+	}
+	ch, err := slotread.ReadChunk(ctx, c, "{a}big", "set", "0", 50, "{a}marker", "n-type", false)
+	if err != nil || ch.Type != "hash" || ch.Cursor != "0" || len(ch.Elements) != 0 {
+		t.Fatalf("a chunk of a key of another type: %+v %v; want its type, no elements, the end", ch, err)
+	}
+}
+
+func namesOf(keys []slotread.Key) []string {
+	var out []string
+	for _, k := range keys {
+		out = append(out, k.Name)
+	}
+	return out
+}
