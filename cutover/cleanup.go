@@ -45,13 +45,25 @@ var ErrNowReplica = errors.New("node is now a replica")
 
 // Cleanup removes the orphaned keys of the moved slots from the source. A
 // source left with no other key is flushed at once (FLUSHDB ASYNC). Else,
-// slot by slot: CLUSTER SETSLOT <s> IMPORTING <target>, so that ASKING lets
-// it touch slots it no longer owns, UNLINK in paced batches from CLUSTER
-// GETKEYSINSLOT, then CLUSTER SETSLOT <s> STABLE; in groups of 64 slots, so
-// that a crash leaves few marks behind. It returns the number of keys removed.
-func Cleanup(ctx context.Context, source *redis.Client, targetID string, set *slots.Set, pace Pace) (int64, error) {
+// slot by slot: CLUSTER SETSLOT <s> IMPORTING <the source itself>, so that
+// ASKING lets it touch slots it no longer owns, UNLINK in paced batches from
+// CLUSTER GETKEYSINSLOT, then CLUSTER SETSLOT <s> STABLE; in groups of 64
+// slots, so that a crash leaves few marks behind. It returns the number of
+// keys removed.
+//
+// The marks name the source, not the new owner: Valkey 8 lets a primary
+// that imports a slot from a node take the slot over (bumping its epoch) as
+// soon as a message from that node does not claim it, and a message the
+// new owner sent before its claim may still be on its way. The owner would
+// then lose the slot, and delete its keys of it, to a source that is
+// purging them. A node never processes a message of its own.
+func Cleanup(ctx context.Context, source *redis.Client, set *slots.Set, pace Pace) (int64, error) {
 	if err := stillMaster(ctx, source); err != nil {
 		return 0, err
+	}
+	self, err := source.ClusterMyID(ctx).Result()
+	if err != nil {
+		return 0, fmt.Errorf("CLUSTER MYID on %s: %w", source.Options().Addr, err)
 	}
 	if n, flushed, err := flushIfOnly(ctx, source, set); flushed || err != nil {
 		return n, err
@@ -72,7 +84,7 @@ func Cleanup(ctx context.Context, source *redis.Client, targetID string, set *sl
 			}
 			continue
 		}
-		if err := SetSlots(ctx, source, group, "IMPORTING", targetID); err != nil {
+		if err := SetSlots(ctx, source, group, "IMPORTING", self); err != nil {
 			return removed, err
 		}
 		n, err := purge(ctx, source, group, pace)

@@ -162,9 +162,35 @@ func TestPurgeFlushesOnlyANodeOfMovedKeys(t *testing.T) {
 	}
 	setSlots(src, "NODE", c.IDs[1])
 	setSlots(dst, "NODE", c.IDs[1])
-	removed, err = Cleanup(ctx, src, c.IDs[1], moved, Pace{})
+	// The cleanup's marks name the source itself, never the owner (see
+	// Cleanup): watched while it runs, paced slowly.
+	marks := make(chan map[uint16]string, 1)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	go func() {
+		seen := map[uint16]string{}
+		for watchCtx.Err() == nil {
+			if top, err := cluster.Load(watchCtx, src); err == nil {
+				for s, from := range top.Myself.Importing {
+					seen[s] = from
+				}
+			}
+			time.Sleep(time.Millisecond)
+		}
+		marks <- seen
+	}()
+	removed, err = Cleanup(ctx, src, moved, Pace{Batch: 10, Sleep: 5 * time.Millisecond})
+	stopWatch()
 	if err != nil || removed != 300 {
 		t.Fatalf("cleanup: removed %d, %v (want 300)", removed, err)
+	}
+	seen := <-marks
+	if len(seen) == 0 {
+		t.Fatal("no importing mark seen on the source during its cleanup")
+	}
+	for s, from := range seen {
+		if from != c.IDs[0] {
+			t.Fatalf("the cleanup marked slot %d importing from %s, not from the source itself (%s)", s, from, c.IDs[0])
+		}
 	}
 	if v, n := src.Get(ctx, "{kept}").Val(), src.DBSize(ctx).Val(); v != "mine" || n != 1 || flushes(src) != 0 {
 		t.Fatalf("after cleanup: {kept}=%q, %d keys, %d FLUSHDB (want \"mine\", 1, 0)", v, n, flushes(src))

@@ -80,7 +80,7 @@ type Repair struct {
 	Slots  *slots.Set
 	// Owner is, for a rollback or a cleanup, the master that claims the
 	// slots and holds their keys: the node's keys of them are copies or
-	// orphans of its own. A cleanup marks the slots importing from it.
+	// orphans of its own.
 	Owner string
 	// Target and TargetAddr are, for a give-back, the node that imported
 	// the slots and is rolled back once the source owns them again.
@@ -315,6 +315,19 @@ func (p *planner) imported(s uint16, t string, claim []string) {
 	src := p.states[f]
 	kt := p.keys(t, s)
 	switch {
+	case f == t:
+		// A cleanup that stopped part way (cutover.Cleanup marks the
+		// slots it purges importing from the node itself): its keys of
+		// them are orphans, and the mark must go.
+		if len(claim) != 1 || p.suspect[claim[0]] != "" || (kt > 0 && p.keys(claim[0], s) == 0) {
+			p.notes.add(s, kt, fmt.Sprintf("%s was cleaning up {slots} (they import from itself) but no healthy master holding their keys claims them: left alone", T))
+			return
+		}
+		kind := RepairCleanup
+		if kt == 0 {
+			kind = RepairRollback // only the mark is left
+		}
+		p.repair(kind, t, claim[0], s, "a cleanup of orphaned keys stopped part way: their owner is "+p.addr(claim[0]))
 	case src == nil:
 		p.notes.add(s, 0, fmt.Sprintf("%s imports {slots} from %s, which is not a master fix knows of: left alone", T, F))
 	case p.suspect[f] != "":
@@ -511,7 +524,7 @@ func Run(ctx context.Context, o Options) ([]Repair, []string, error) {
 					err = fmt.Errorf("the owner's replicas do not have the keys yet, the copies stay: %w", err)
 					break
 				}
-				n, err = cutover.Cleanup(ctx, c, r.Owner, r.Slots, o.Cleanup)
+				n, err = cutover.Cleanup(ctx, c, r.Slots, o.Cleanup)
 				log.Info("cleaned up", "node", r.Addr, "keys_removed", n)
 			}
 		}

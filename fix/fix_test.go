@@ -320,3 +320,25 @@ func TestPlanRefusesConflicts(t *testing.T) {
 		}
 	})
 }
+
+// A cleanup marks the slots it purges importing from the node itself (see
+// cutover.Cleanup). Stopped part way, it is finished: a cleanup where keys
+// are left, only the marks cleared where none are; and left alone where
+// the owner does not hold the keys.
+func TestPlanFinishesACleanupMarkedFromItself(t *testing.T) {
+	view := cl{owners: map[string]string{"a": "100-4999", "b": "0-99 5000-9999", "c": "10000-16383"}}
+	states := map[string]*NodeState{
+		"a": st(t, "a", view, "[0-<-a] [1-<-a] [2-<-a]", merge(keysIn("100-4999", 1), map[uint16]int64{0: 4, 1: 2})),
+		"b": st(t, "b", view, "", keysIn("0-99 5000-9999", 1)),
+		"c": st(t, "c", view, "", keysIn("10000-16383", 1)),
+	}
+	expect(t, PlanRepairs(states, nil),
+		"rollback a 2 b",  // only the mark
+		"cleanup a 0-1 b", // orphans left
+	)
+	// b lost its keys of slot 0: a's may be the only copy.
+	states["b"] = st(t, "b", view, "", keysIn("1-99 5000-9999", 1))
+	p := PlanRepairs(states, nil)
+	expect(t, p, "rollback a 2 b", "cleanup a 1 b")
+	noteWith(t, p.Notes, "slot 0", "import from itself")
+}

@@ -237,7 +237,7 @@ func (t *task) cleanup(ctx context.Context) (Event, error) {
 		t.log.Info("the target's replicas have every moved key", "replicas", n, "waited_ms", time.Since(t.start).Milliseconds()-t.sum.SwitchMS)
 	}
 	cleanupStart := time.Now()
-	removed, err := cutover.Cleanup(ctx, t.p.source, t.p.targetID, t.opts.Slots, t.opts.Cleanup)
+	removed, err := cutover.Cleanup(ctx, t.p.source, t.opts.Slots, t.opts.Cleanup)
 	t.sum.CleanupMS = time.Since(cleanupStart).Milliseconds()
 	t.sum.OrphansRemoved = removed
 	switch {
