@@ -122,7 +122,10 @@ func ttlState(ctx context.Context, c *redis.Client, key string) (expectation, er
 	} else {
 		st.digest = fmt.Sprint(dig.Val())
 	}
-	if d := pttl.Val(); d > 0 {
+	switch d := pttl.Val(); {
+	case d == -2: // it ran out between the TYPE and the PTTL: gone
+		return expectation{}, nil
+	case d > 0:
 		st.at = now + d.Milliseconds()
 	}
 	return st, nil
