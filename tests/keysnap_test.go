@@ -73,13 +73,28 @@ func TestKeysSnapshot(t *testing.T) {
 	// Master 1 holds the big keys and keeps no backlog.
 	bigSlot := slots.ForString(tagIn(mustSlots(t, "5461-10922"), 0))
 	one := mustSlots(t, fmt.Sprint(bigSlot))
+	// The cluster's state once gossip has settled (a replica just added
+	// is still being learned of).
+	settled := func() string {
+		t.Helper()
+		last := ""
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			fp, err := c.Fingerprint(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fp == last {
+				return fp
+			}
+			last = fp
+		}
+		t.Fatalf("the cluster's state does not settle:\n%s", last)
+		return ""
+	}
 	refused := func(why string) {
 		t.Helper()
-		before, err := c.Fingerprint(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = mover.Run(ctx, mover.Options{Source: mover.Conn{Addr: c.Nodes[1].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
+		before := settled()
+		_, err := mover.Run(ctx, mover.Options{Source: mover.Conn{Addr: c.Nodes[1].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
 			Slots: one, Logger: testLogger(t), Snapshot: mover.SnapshotKeys})
 		var input *mover.InputError
 		if !errors.As(err, &input) || !strings.Contains(err.Error(), why) {
