@@ -75,14 +75,29 @@ func planSnapshot(ctx context.Context, o Options, p *participants) (snapshotPlan
 		}
 		return snapshotPlan{path: SnapshotRDB, reason: reason}, nil
 	}
-	// The read scripts run these as the user; a user who may not falls
-	// back to the RDB.
+	// The read scripts run these as the user; a user who may not run
+	// them, or the chunks' commands on the target, takes the RDB.
 	key := tempKey(o.Slots.Slots()[0], "probe", 0)
 	var probes []probe
 	for _, cmd := range []string{"TYPE", "STRLEN", "HLEN", "LLEN", "SCARD", "ZCARD", "XLEN"} {
 		probes = append(probes, probe{cmd, key})
 	}
 	if err := checkPermissions(ctx, p.source, "source", probes, nil); err != nil {
+		return rdb("%v", err)
+	}
+	// Hash fields have expiries of their own from 7.4: a chunked read
+	// must copy them.
+	hpexpire, err := p.source.Do(ctx, "COMMAND", "INFO", "HPEXPIRETIME").Slice()
+	if err != nil {
+		return rdb("COMMAND INFO on the source: %v", err)
+	}
+	fieldTTLs := len(hpexpire) > 0 && hpexpire[0] != nil
+	// A big key read in chunks gets its TTL (or none) last.
+	chunkProbes := []probe{{"PERSIST", key}}
+	if fieldTTLs {
+		chunkProbes = append(chunkProbes, probe{"HPEXPIREAT", key, 0, "FIELDS", 1, "f"})
+	}
+	if err := checkPermissions(ctx, p.target, "target", chunkProbes, nil); err != nil {
 		return rdb("%v", err)
 	}
 	repl, err := info.Read(ctx, p.source, "replication")
@@ -135,14 +150,8 @@ func planSnapshot(ctx context.Context, o Options, p *participants) (snapshotPlan
 	if asked {
 		reason = "asked for; " + reason
 	}
-	// Hash fields have expiries of their own from 7.4: a chunked read
-	// must copy them.
-	info, err := p.source.Do(ctx, "COMMAND", "INFO", "HPEXPIRETIME").Slice()
-	if err != nil {
-		return rdb("COMMAND INFO on the source: %v", err)
-	}
 	return snapshotPlan{path: SnapshotKeys, reason: reason, groups: groupSlots(set, counts, listKeysPerCall),
-		sourceVersion: version, fieldTTLs: len(info) > 0 && info[0] != nil}, nil
+		sourceVersion: version, fieldTTLs: fieldTTLs}, nil
 }
 
 // surveyKeysPerCall bounds the keys a survey call looks at: it reads the
