@@ -95,17 +95,22 @@ func (f *feeder) run(ctx context.Context, snapDone chan<- struct{}) error {
 		close(snapDone)
 	}
 	for {
-		cmd, err := r.Next()
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("replication stream: %w", err)
-		}
-		if err := f.applyDelta(ctx, cmd); err != nil {
+		if _, err := f.applyNext(ctx, r); err != nil {
 			return err
 		}
 	}
+}
+
+// applyNext applies the next command of the stream and returns its end.
+func (f *feeder) applyNext(ctx context.Context, r *stream.CommandReader) (int64, error) {
+	cmd, err := r.Next()
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		return 0, fmt.Errorf("replication stream: %w", err)
+	}
+	return cmd.End, f.applyDelta(ctx, cmd)
 }
 
 // snapshot copies the chosen keys of the RDB to the target and returns once

@@ -116,17 +116,10 @@ func (f *feeder) readKeys(ctx context.Context, r *stream.CommandReader) error {
 		if ks.reading == 0 && !ks.toRead() {
 			break
 		}
-		cmd, err := r.Next()
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("replication stream: %w", err)
-		}
-		if err := f.applyDelta(ctx, cmd); err != nil {
+		var err error
+		if end, err = f.applyNext(ctx, r); err != nil {
 			return err
 		}
-		end = cmd.End
 	}
 	return f.app.Wait(ctx, end)
 }

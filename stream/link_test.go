@@ -432,11 +432,7 @@ func TestPartialSyncContinuesTheHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	forks := func() int64 {
-		st, err := info.Read(ctx, c, "stats")
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, err := st.Int("total_forks")
+		n, err := info.ReadInt(ctx, c, "stats", "total_forks")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -34,11 +34,7 @@ func TestKeysSnapshot(t *testing.T) {
 	source := c.Nodes[0].Client()
 	defer source.Close()
 	forks := func() int64 {
-		st, err := info.Read(ctx, source, "stats")
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, err := st.Int("total_forks")
+		n, err := info.ReadInt(ctx, source, "stats", "total_forks")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -74,3 +74,12 @@ func (f Fields) ErrorStats() map[string]int64 {
 	}
 	return out
 }
+
+// ReadInt reads one numeric field of an INFO section of c.
+func ReadInt(ctx context.Context, c *redis.Client, section, name string) (int64, error) {
+	f, err := Read(ctx, c, section)
+	if err != nil {
+		return 0, err
+	}
+	return f.Int(name)
+}
