@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -199,7 +201,12 @@ func TestServeImportWithRedisCli(t *testing.T) {
 	}
 	// The operator's view: slotmover status over the admin port and over
 	// NATS, and a cancel that finds nothing to stop.
-	for _, how := range [][]string{{"--admin", d.admin}, {"--nats", natsURL, "--node", c.IDs[3]}} {
+	// --config: as the sidecar of that file connects to NATS.
+	sidecarYAML := filepath.Join(t.TempDir(), "sidecar.yaml")
+	if err := os.WriteFile(sidecarYAML, []byte(fmt.Sprintf("node:\n  address: %s\nnats:\n  servers: [%s]\n", c.Nodes[3].Addr, natsURL)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, how := range [][]string{{"--admin", d.admin}, {"--nats", natsURL, "--node", c.IDs[3]}, {"--config", sidecarYAML, "--node", c.IDs[3]}} {
 		code, stdout, stderr := runCLI(t, append([]string{"status", "--json"}, how...)...)
 		var recs []map[string]any
 		if code != 0 || json.Unmarshal([]byte(stdout), &recs) != nil || len(recs) != 1 || recs[0]["id"] != id || recs[0]["state"] != "completed" {

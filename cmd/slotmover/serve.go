@@ -108,12 +108,12 @@ func serve(c *config.Serve, log *slog.Logger) error {
 
 	var nc *nats.Conn
 	if len(c.NATS.Servers) > 0 {
-		if nc, err = connectNATS(c.NATS, log); err != nil {
+		if nc, err = connectNATS(c.NATS, "slotmover sidecar", log); err != nil {
 			adminLn.Close()
 			if metricsLn != nil {
 				metricsLn.Close()
 			}
-			return err
+			return fmt.Errorf("%w (start without --nats to serve the admin port alone)", err)
 		}
 		defer nc.Drain()
 		b := natsapi.New(ctx, nc, natsapi.Config{Prefix: c.NATS.SubjectPrefix, NodeID: top.Myself.ID, Alias: c.NATS.Alias, Addr: node.Addr, Logger: log})
@@ -180,12 +180,12 @@ func serve(c *config.Serve, log *slog.Logger) error {
 	return nil
 }
 
-// connectNATS connects with the configured credentials. The client
-// reconnects by itself for ever once connected; unreachable at the start,
-// the sidecar does not start (nothing was changed).
-func connectNATS(n config.NATS, log *slog.Logger) (*nats.Conn, error) {
+// connectNATS connects with the configured credentials and TLS. The client
+// reconnects by itself for ever once connected; unreachable at the start
+// is an error (the sidecar does not start: nothing was changed).
+func connectNATS(n config.NATS, name string, log *slog.Logger) (*nats.Conn, error) {
 	opts := []nats.Option{
-		nats.Name("slotmover sidecar"), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second),
+		nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected; reconnecting", "error", err) }),
 		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("NATS reconnected", "url", c.ConnectedUrl()) }),
 	}
@@ -212,7 +212,7 @@ func connectNATS(n config.NATS, log *slog.Logger) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(strings.Join(n.Servers, ","), opts...)
 	if err != nil {
-		return nil, fmt.Errorf("NATS %s unreachable: %w (start without --nats to serve the admin port alone)", strings.Join(n.Servers, ","), err)
+		return nil, fmt.Errorf("NATS %s unreachable: %w", strings.Join(n.Servers, ","), err)
 	}
 	return nc, nil
 }

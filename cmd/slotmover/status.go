@@ -6,14 +6,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotmover/slotmover/internal/config"
 	"github.com/slotmover/slotmover/natsapi"
 )
 
@@ -22,6 +23,7 @@ type daemonFlags struct {
 	admin, password string
 	natsURL, node   string
 	prefix          string
+	config          string
 }
 
 func (d *daemonFlags) register(fs *flag.FlagSet) {
@@ -30,12 +32,13 @@ func (d *daemonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&d.natsURL, "nats", "", "ask over NATS instead, at this `URL` (with --node)")
 	fs.StringVar(&d.node, "node", "", "over NATS: the sidecar's node ID or alias")
 	fs.StringVar(&d.prefix, "subject-prefix", "slotmover", "over NATS: the subject prefix")
+	fs.StringVar(&d.config, "config", "", "over NATS, as the sidecar of this YAML `file` connects (its servers, credentials, TLS, subject prefix; its alias unless --node)")
 }
 
 // ask sends a STATUS or CANCEL for id ("" for all) and returns the reply
 // as records of field → value.
 func (d *daemonFlags) ask(ctx context.Context, verb, id string) ([]map[string]any, error) {
-	if d.natsURL != "" {
+	if d.natsURL != "" || d.config != "" {
 		return d.askNATS(verb, id)
 	}
 	c := redis.NewClient(&redis.Options{Addr: d.admin, Password: d.password, DisableIdentity: true, MaxRetries: -1})
@@ -65,12 +68,27 @@ func (d *daemonFlags) ask(ctx context.Context, verb, id string) ([]map[string]an
 }
 
 func (d *daemonFlags) askNATS(verb, id string) ([]map[string]any, error) {
-	if d.node == "" {
-		return nil, errors.New("--node is required with --nats")
+	n := config.NATS{Servers: []string{d.natsURL}}
+	if d.config != "" {
+		c, err := config.Load([]string{"--config", d.config}, nil)
+		if err != nil {
+			return nil, err
+		}
+		n = c.NATS
+		if d.natsURL != "" {
+			n.Servers = []string{d.natsURL}
+		}
+		d.prefix = n.SubjectPrefix
+		if d.node == "" {
+			d.node = n.Alias
+		}
 	}
-	nc, err := nats.Connect(d.natsURL, nats.Timeout(5*time.Second))
+	if d.node == "" {
+		return nil, errors.New("--node is required over NATS (or an alias in --config's file)")
+	}
+	nc, err := connectNATS(n, "slotmover "+verb, slog.New(slog.DiscardHandler))
 	if err != nil {
-		return nil, fmt.Errorf("NATS %s: %w", d.natsURL, err)
+		return nil, err
 	}
 	defer nc.Close()
 	body, _ := json.Marshal(natsapi.TaskRequest{ID: id})
@@ -115,7 +133,7 @@ func statusCmd(args []string) int {
 	asJSON := fs.Bool("json", false, "print the records as JSON")
 	pos, err := parseAnywhere(fs, args)
 	if err != nil || len(pos) > 1 {
-		fmt.Fprintln(os.Stderr, "usage: slotmover status [ID] [--json] [--admin HOST:PORT | --nats URL --node ID]")
+		fmt.Fprintln(os.Stderr, "usage: slotmover status [ID] [--json] [--admin HOST:PORT | --nats URL --node ID | --config FILE]")
 		return exitRefused
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
