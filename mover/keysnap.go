@@ -75,10 +75,10 @@ const (
 	readsAhead      = 8      // calls made before their marker came through the stream
 )
 
-func newKeySnapshot(groups [][]uint16, big int64, fieldTTLs bool) *keySnapshot {
-	ks := &keySnapshot{groups: groups, held: make([]bool, slots.Count), big: map[string]*bigRead{},
-		lim: slotread.Limits{Budget: readBudget, Big: big}, fieldTTLs: fieldTTLs}
-	for _, g := range groups {
+func newKeySnapshot(plan snapshotPlan, big int64) *keySnapshot {
+	ks := &keySnapshot{groups: plan.groups, held: make([]bool, slots.Count), big: map[string]*bigRead{},
+		lim: slotread.Limits{Budget: readBudget, Big: big, AnySlot: plan.anySlot}, fieldTTLs: plan.fieldTTLs}
+	for _, g := range plan.groups {
 		for _, s := range g {
 			ks.held[s] = true
 		}
@@ -158,29 +158,46 @@ func (f *feeder) listNext(ctx context.Context) error {
 }
 
 // readNext reads the next batch of listed keys, as many as one call may.
+// A batch takes keys of the slots in the queue's order, of one slot only
+// unless the source lets a script read several (ks.lim.AnySlot).
 func (f *feeder) readNext(ctx context.Context) error {
 	ks := f.keys
-	head := &ks.queue[0]
-	batch := head.keys[:min(len(head.keys), readKeysPerCall)]
-	got, err := f.read(ctx, head.slot, batch, ks.lim, true)
+	var batch []string
+	var slotOf []uint16
+	for _, l := range ks.queue {
+		n := min(len(l.keys), readKeysPerCall-len(batch))
+		batch = append(batch, l.keys[:n]...)
+		for range n {
+			slotOf = append(slotOf, l.slot)
+		}
+		if len(batch) == readKeysPerCall || !ks.lim.AnySlot {
+			break
+		}
+	}
+	got, err := f.read(ctx, slotOf[0], batch, ks.lim, true)
 	if err != nil {
-		return fmt.Errorf("read keys of slot %d: %w", head.slot, err)
+		return fmt.Errorf("read keys of slot %d…: %w", slotOf[0], err)
 	}
 	ks.reading++
-	for _, k := range got {
+	for i, k := range got {
 		if !k.Big {
 			continue
 		}
 		if !slices.Contains(slotread.ScanTypes, k.Type) {
-			return fmt.Errorf("key %q of slot %d, a %s of %d elements, is %w: move these slots with the RDB snapshot", k.Name, head.slot, k.Type, k.Units, ErrBigKey)
+			return fmt.Errorf("key %q of slot %d, a %s of %d elements, is %w: move these slots with the RDB snapshot", k.Name, slotOf[i], k.Type, k.Units, ErrBigKey)
 		}
-		b := &bigRead{key: k.Name, typ: k.Type, slot: head.slot, cursor: "0", queued: true}
+		b := &bigRead{key: k.Name, typ: k.Type, slot: slotOf[i], cursor: "0", queued: true}
 		ks.big[k.Name] = b
 		ks.bigQueue = append(ks.bigQueue, b)
 	}
-	head.keys = head.keys[len(got):]
-	if len(head.keys) == 0 {
-		ks.queue = ks.queue[1:]
+	for n := len(got); n > 0; {
+		head := &ks.queue[0]
+		took := min(n, len(head.keys))
+		head.keys = head.keys[took:]
+		n -= took
+		if len(head.keys) == 0 {
+			ks.queue = ks.queue[1:]
+		}
 	}
 	return nil
 }

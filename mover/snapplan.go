@@ -39,6 +39,7 @@ type snapshotPlan struct {
 	groups        [][]uint16 // the keys path's listing calls
 	sourceVersion int        // the RDB version of the source's DUMPs (keys path; 0 if none was seen)
 	fieldTTLs     bool       // the source has hash-field expiries (HPEXPIRETIME, 7.4+)
+	anySlot       bool       // a script may read keys of several slots (7.0+)
 }
 
 // checkVersions takes the RDB path, or refuses, when the source's DUMPs
@@ -87,11 +88,12 @@ func planSnapshot(ctx context.Context, o Options, p *participants) (snapshotPlan
 	}
 	// Hash fields have expiries of their own from 7.4: a chunked read
 	// must copy them.
-	hpexpire, err := p.source.Do(ctx, "COMMAND", "INFO", "HPEXPIRETIME").Slice()
-	if err != nil {
+	// FUNCTION came with script flags (allow-cross-slot-keys), in 7.0.
+	has, err := p.source.Do(ctx, "COMMAND", "INFO", "HPEXPIRETIME", "FUNCTION").Slice()
+	if err != nil || len(has) != 2 {
 		return rdb("COMMAND INFO on the source: %v", err)
 	}
-	fieldTTLs := len(hpexpire) > 0 && hpexpire[0] != nil
+	fieldTTLs, anySlot := has[0] != nil, has[1] != nil
 	// A big key read in chunks gets its TTL (or none) last.
 	chunkProbes := []probe{{"PERSIST", key}}
 	if fieldTTLs {
@@ -151,7 +153,7 @@ func planSnapshot(ctx context.Context, o Options, p *participants) (snapshotPlan
 		reason = "asked for; " + reason
 	}
 	return snapshotPlan{path: SnapshotKeys, reason: reason, groups: groupSlots(set, counts, listKeysPerCall),
-		sourceVersion: version, fieldTTLs: fieldTTLs}, nil
+		sourceVersion: version, fieldTTLs: fieldTTLs, anySlot: anySlot}, nil
 }
 
 // surveyKeysPerCall bounds the keys a survey call looks at: it reads the

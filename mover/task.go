@@ -347,7 +347,7 @@ func (t *task) startCopy(ctx context.Context) error {
 		valueBuf: make([]byte, 0, 32), expiring: newExpiring(),
 	}
 	if t.snap.path == SnapshotKeys {
-		c.f.keys = newKeySnapshot(t.snap.groups, int64(t.opts.BigKeyElements), t.snap.fieldTTLs)
+		c.f.keys = newKeySnapshot(t.snap, int64(t.opts.BigKeyElements))
 	}
 	c.wg.Add(1)
 	go func() {

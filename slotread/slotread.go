@@ -40,18 +40,17 @@ redis.call('DEL', KEYS[1])
 return out
 `)
 
-// readScript reads KEYS[2…] in order until the budget ARGV[2] (elements;
+// readBody reads the keys in order until the budget ARGV[2] (elements;
 // a string counts a unit per 64 bytes) is spent, at least one key; a key
 // over ARGV[3] units is reported as big and not read. Then it writes the
 // marker KEYS[1] with ARGV[1]. It answers the source's TIME and, per key
 // it reached: {'read', DUMP, PTTL}, {'gone'} or {'big', type, units}.
-var readScript = redis.NewScript(`
+const readBody = `
 local budget, big = tonumber(ARGV[2]), tonumber(ARGV[3])
 local sizeOf = {string = 'STRLEN', hash = 'HLEN', list = 'LLEN', set = 'SCARD', zset = 'ZCARD', stream = 'XLEN'}
 local now = redis.call('TIME')
 local out, used = {}, 0
-for i = 2, #KEYS do
-  local k = KEYS[i]
+for _, k in ipairs(keys) do
   local t = redis.call('TYPE', k).ok
   local units = 0
   if sizeOf[t] then units = redis.call(sizeOf[t], k) end
@@ -70,7 +69,17 @@ end
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('DEL', KEYS[1])
 return {now[1], now[2], out}
-`)
+`
+
+var (
+	// readScript reads KEYS[2…], all of the marker's slot.
+	readScript = redis.NewScript("local keys = {unpack(KEYS, 2)}\n" + readBody)
+	// readAnySlotScript reads ARGV[4…], of any slots of the node: a
+	// script may access keys it did not declare, of several slots, with
+	// allow-cross-slot-keys (Redis 7.0+). Batches then span slots, where a
+	// move of many small slots would otherwise make a call per slot.
+	readAnySlotScript = redis.NewScript("#!lua flags=allow-cross-slot-keys\nlocal keys = {unpack(ARGV, 4)}\n" + readBody)
+)
 
 // surveyScript answers, for the slots ARGV[2…], how many keys they hold,
 // those over ARGV[1] units (as readScript counts them) as {key, type,
@@ -152,13 +161,26 @@ type Key struct {
 type Limits struct {
 	Budget int64 // elements (or 64-byte units of strings) read per call
 	Big    int64 // a key over this many is not read, but reported Big
+	// AnySlot lets the keys of one call be of several slots (Redis 7.0+).
+	AnySlot bool
 }
 
-// Read reads keys, all of one slot, from the first on, until lim.Budget
-// is spent, in one call that ends with the marker (a key of that slot) set
-// to nonce. It returns the keys it reached, at least the first.
+// Read reads keys, from the first on, until lim.Budget is spent, in one
+// call that ends with the marker (a key of the first key's slot) set to
+// nonce. The keys are of one slot, or of any unless lim.AnySlot. It
+// returns the keys it reached, at least the first.
 func Read(ctx context.Context, c *redis.Client, keys []string, marker, nonce string, lim Limits) ([]Key, error) {
-	v, err := readScript.Run(ctx, c, append([]string{marker}, keys...), nonce, lim.Budget, lim.Big).Result()
+	var v any
+	var err error
+	if lim.AnySlot {
+		args := append(make([]any, 0, 3+len(keys)), nonce, lim.Budget, lim.Big)
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		v, err = readAnySlotScript.Run(ctx, c, []string{marker}, args...).Result()
+	} else {
+		v, err = readScript.Run(ctx, c, append([]string{marker}, keys...), nonce, lim.Budget, lim.Big).Result()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read %d keys on %s: %w", len(keys), c.Options().Addr, err)
 	}
