@@ -2,6 +2,8 @@
 // and atomically.
 //
 //	slotmover move --source H:P --target H:P --slots 0-5460[,a-b…] [--json]
+//	slotmover plan --cluster H:P (--add N… | --drain N… | --rebalance) [--by keys|memory] [--max-moves N] [--json] [-o F]
+//	slotmover apply PLAN.json [--parallel N] [--dry-run]
 //	slotmover fix --node H:P [--dry-run]
 //	slotmover serve --node H:P [--config FILE] [--admin H:P] [--nats URL] [--metrics H:P]
 //	slotmover status [ID] [--json] / slotmover cancel ID|--all
@@ -35,6 +37,10 @@ func main() {
 		code = moveCmd(os.Args[2:])
 	case "fix":
 		code = fixCmd(os.Args[2:])
+	case "plan":
+		code = planCmd(os.Args[2:])
+	case "apply":
+		code = applyCmd(os.Args[2:])
 	case "demo":
 		code = demoCmd(os.Args[2:])
 	case "bench":
@@ -67,6 +73,10 @@ func usage() {
   slotmover status [ID] [--json] [--admin HOST:PORT | --nats URL --node ID]
   slotmover cancel ID|--all [--admin HOST:PORT | --nats URL --node ID]
       a sidecar's tasks, over its admin port (or NATS)
+  slotmover plan --cluster HOST:PORT (--add NODE… | --drain NODE… | --rebalance) [--by keys|memory] [--max-moves N] [--json] [-o plan.json]
+      work out which slots to move where: add empty masters, drain masters, or even out keys or memory
+  slotmover apply PLAN.json [--parallel N] [--dry-run]
+      run a plan's moves from here, each checked against the cluster first
   slotmover fix --node HOST:PORT [--dry-run]
       finish or undo what moves that stopped half-way (crash, kill) left in the cluster
   slotmover demo

@@ -1,0 +1,397 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
+
+	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/mover"
+	"github.com/slotmover/slotmover/planner"
+	"github.com/slotmover/slotmover/slots"
+)
+
+// Results of apply beside mover's.
+const (
+	resultStale   = "stale"   // the plan no longer matches the cluster: refused, nothing changed
+	resultSkipped = "skipped" // not started (cancelled before its turn)
+	resultChecked = "checked" // --dry-run: the move would run
+)
+
+// applied is the outcome of one move of a plan.
+type applied struct {
+	N      int // 1-based, in the plan's order
+	Move   planner.Move
+	Result string
+	Err    string
+	Keys   int64
+	Total  int64 // ms
+	Pause  float64
+	Repair []string
+}
+
+func applyCmd(args []string) int {
+	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
+	var cf connFlags
+	var parallel int
+	var dryRun bool
+	var snapshot string
+	fs.IntVar(&parallel, "parallel", 1, "run at most `N` moves at a time (never two from the same source)")
+	fs.BoolVar(&dryRun, "dry-run", false, "check every move against the cluster and print what would run; change nothing")
+	fs.StringVar(&snapshot, "snapshot", mover.SnapshotAuto, "how each move first copies the keys: `auto`, rdb or keys (see slotmover move -h)")
+	cf.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: slotmover apply PLAN.json [--parallel N] [--dry-run]")
+		fs.PrintDefaults()
+	}
+	// The plan file may come before the flags or after them.
+	var path string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		path, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return exitRefused
+	}
+	if path == "" && fs.NArg() > 0 {
+		path = fs.Arg(0)
+	} else if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "slotmover apply: unexpected arguments %v\n", fs.Args())
+		return exitRefused
+	}
+	if path == "" || fs.NArg() > 1 {
+		fs.Usage()
+		return exitRefused
+	}
+	if parallel < 1 {
+		fmt.Fprintf(os.Stderr, "slotmover apply: --parallel %d: 1 or more\n", parallel)
+		return exitRefused
+	}
+	p, err := readPlan(path)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "slotmover apply: %v\n", err)
+		return exitRefused
+	}
+	for i, m := range p.Moves {
+		if _, err := slots.Parse(m.Slots); err != nil || m.Source == "" || m.Target == "" || m.SourceID == "" || m.TargetID == "" {
+			fmt.Fprintf(os.Stderr, "slotmover apply: %s: move %d is incomplete or its slots are bad (%v)\n", path, i+1, err)
+			return exitRefused
+		}
+	}
+	if _, err := cf.conn(""); err != nil {
+		fmt.Fprintf(os.Stderr, "slotmover apply: %v\n", err)
+		return exitRefused
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cf.logLevel)); err != nil {
+		fmt.Fprintf(os.Stderr, "slotmover apply: --log-level: %v\n", err)
+		return exitRefused
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	a := &applier{plan: p, cf: cf, parallel: parallel, snapshot: snapshot, level: level, out: os.Stdout}
+	var results []applied
+	if dryRun {
+		results = a.dryRun(ctx)
+	} else {
+		results = a.run(ctx)
+	}
+	printApplied(os.Stdout, results, dryRun)
+	for _, r := range results {
+		if r.Result != mover.ResultMoved && r.Result != resultChecked {
+			return exitFailed
+		}
+	}
+	return exitMoved
+}
+
+// applier runs a plan's moves.
+type applier struct {
+	plan     *planner.Plan
+	cf       connFlags
+	parallel int
+	snapshot string
+	level    slog.Level
+	out      io.Writer
+
+	mu sync.Mutex // serializes plain progress lines
+}
+
+// label names move n for progress lines and bars.
+func label(n int, m planner.Move) string {
+	return fmt.Sprintf("#%d %s→%s", n, m.Source, m.Target)
+}
+
+// dryRun checks every move and changes nothing.
+func (a *applier) dryRun(ctx context.Context) []applied {
+	var out []applied
+	for i, m := range a.plan.Moves {
+		r := applied{N: i + 1, Move: m, Result: resultChecked, Keys: m.Keys}
+		if err := a.check(ctx, m); err != nil {
+			r.Result, r.Err = resultStale, err.Error()
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// check tells whether the plan still matches the cluster for move m: the
+// source (the same node, still a master) owns every slot of the move in
+// its own view, with none migrating, and the target is still that master.
+// It changes nothing.
+func (a *applier) check(ctx context.Context, m planner.Move) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	set, err := slots.Parse(m.Slots)
+	if err != nil {
+		return err
+	}
+	self := func(addr, id, role string) (*cluster.Topology, error) {
+		conn, err := a.cf.conn(addr)
+		if err != nil {
+			return nil, err
+		}
+		c := conn.Client()
+		defer c.Close()
+		top, err := cluster.Load(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case top.Myself.ID != id:
+			return nil, fmt.Errorf("the %s %s is now node %s, not %s", role, addr, top.Myself.ID, id)
+		case !top.Myself.Master():
+			return nil, fmt.Errorf("the %s %s is no longer a master (flags %s)", role, addr, strings.Join(top.Myself.Flags, ","))
+		}
+		return top, nil
+	}
+	src, err := self(m.Source, m.SourceID, "source")
+	if err != nil {
+		return err
+	}
+	if _, err := self(m.Target, m.TargetID, "target"); err != nil {
+		return err
+	}
+	var gone slots.Set
+	owners := map[string]bool{}
+	for _, s := range set.Slots() {
+		if !src.Myself.Slots.Contains(s) {
+			gone.Add(s)
+			if o := src.AssignedTo(s); o != nil {
+				owners[o.Addr] = true
+			} else {
+				owners["nobody"] = true
+			}
+		}
+	}
+	if gone.Len() > 0 {
+		var who []string
+		for o := range owners {
+			who = append(who, o)
+		}
+		return fmt.Errorf("the plan is stale: the source %s no longer owns slots %s of this move (now %s, by its view); plan again", m.Source, gone.String(), strings.Join(who, ", "))
+	}
+	for _, s := range set.Slots() {
+		if id, ok := src.Myself.Migrating[s]; ok {
+			return fmt.Errorf("slot %d is migrating on the source to %s: another move is under way (or stopped half-way: slotmover fix)", s, id)
+		}
+	}
+	return nil
+}
+
+// run runs the moves, at most a.parallel at a time and never two from
+// the same source (nor one whose source is another's target), in the
+// plan's order as far as that allows.
+func (a *applier) run(ctx context.Context) []applied {
+	results := make([]applied, len(a.plan.Moves))
+	var bars *mpb.Progress
+	logOut := io.Writer(os.Stderr)
+	if isTerminal(a.out) {
+		bars = mpb.NewWithContext(ctx, mpb.WithOutput(a.out), mpb.WithRefreshRate(250*time.Millisecond))
+		logOut = bars // log lines print above the bars
+	}
+	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: a.level}))
+	var pending []int
+	for i := range a.plan.Moves {
+		pending = append(pending, i)
+	}
+	running := map[int]bool{}
+	// conflicts reports whether m may not start beside the running moves:
+	// they share its source, or one's target is the other's source.
+	conflicts := func(m planner.Move) bool {
+		for j := range running {
+			o := a.plan.Moves[j]
+			if o.SourceID == m.SourceID || o.TargetID == m.SourceID || o.SourceID == m.TargetID {
+				return true
+			}
+		}
+		return false
+	}
+	done := make(chan int)
+	for iter := 0; iter < 4*len(a.plan.Moves)+4 && (len(pending) > 0 || len(running) > 0); iter++ {
+		if ctx.Err() != nil {
+			for _, i := range pending {
+				results[i] = applied{N: i + 1, Move: a.plan.Moves[i], Result: resultSkipped, Err: "cancelled before it started"}
+			}
+			pending = nil
+		}
+		for k := 0; k < len(pending) && len(running) < a.parallel; {
+			i := pending[k]
+			if conflicts(a.plan.Moves[i]) {
+				k++
+				continue
+			}
+			pending = append(pending[:k], pending[k+1:]...)
+			running[i] = true
+			go func() {
+				results[i] = a.one(ctx, i, bars, logger.With("move", i+1))
+				done <- i
+			}()
+		}
+		if len(running) == 0 {
+			break
+		}
+		delete(running, <-done)
+	}
+	if bars != nil {
+		bars.Wait()
+	}
+	return results
+}
+
+// one checks and runs move i.
+func (a *applier) one(ctx context.Context, i int, bars *mpb.Progress, logger *slog.Logger) applied {
+	m := a.plan.Moves[i]
+	r := applied{N: i + 1, Move: m}
+	name := label(i+1, m)
+	if err := a.check(ctx, m); err != nil {
+		r.Result, r.Err = resultStale, err.Error()
+		a.line(bars, "%s: refused: %v", name, err)
+		return r
+	}
+	set, _ := slots.Parse(m.Slots)
+	src, _ := a.cf.conn(m.Source)
+	tgt, _ := a.cf.conn(m.Target)
+	opts := mover.Options{Source: src, Target: tgt, Slots: set, Logger: logger, Snapshot: a.snapshot}
+
+	var mu sync.Mutex
+	var last mover.Progress
+	last.Phase = mover.PhasePreflight
+	var bar *mpb.Bar
+	if bars != nil {
+		bar = bars.New(0, mpb.BarStyle(),
+			mpb.PrependDecorators(decor.Name(name, decor.WCSyncSpaceR)),
+			mpb.AppendDecorators(decor.Any(func(decor.Statistics) string {
+				mu.Lock()
+				defer mu.Unlock()
+				return fmt.Sprintf("%-9s keys %d/%d  %s", last.Phase, last.KeysCopied, m.Keys, last.Elapsed.Truncate(100*time.Millisecond))
+			})))
+		bar.SetTotal(max(m.Keys, 1), false)
+	} else {
+		a.line(nil, "%s: slots %s (%d keys expected): started", name, m.Slots, m.Keys)
+	}
+	var lastLine time.Time
+	var lastPhase mover.Phase
+	opts.Progress = func(p mover.Progress) {
+		mu.Lock()
+		last = p
+		mu.Unlock()
+		if bar != nil {
+			bar.SetCurrent(p.KeysCopied)
+			return
+		}
+		if p.Phase != lastPhase || time.Since(lastLine) >= 5*time.Second {
+			lastPhase, lastLine = p.Phase, time.Now()
+			a.line(nil, "%s: %s, keys %d/%d, %s", name, p.Phase, p.KeysCopied, m.Keys, p.Elapsed.Truncate(100*time.Millisecond))
+		}
+	}
+	sum, err := mover.Run(ctx, opts)
+	r.Result, r.Keys, r.Total, r.Pause, r.Repair = sum.Result, sum.KeysCopied, sum.TotalMS, sum.PauseMS, sum.Repair
+	if err != nil {
+		r.Err = err.Error()
+	}
+	if bar != nil {
+		mu.Lock()
+		last.Phase, last.KeysCopied = sum.Phase, sum.KeysCopied
+		mu.Unlock()
+		if sum.Result == mover.ResultMoved {
+			bar.SetTotal(-1, true)
+		} else {
+			bar.Abort(false)
+		}
+	}
+	if err != nil {
+		a.line(bars, "%s: %s: %v", name, sum.Result, err)
+	} else {
+		a.line(bars, "%s: %s: %d keys, pause %.1f ms, total %d ms", name, sum.Result, sum.KeysCopied, sum.PauseMS, sum.TotalMS)
+	}
+	return r
+}
+
+// line prints one progress line: above the bars on a terminal, else on
+// stdout with the time.
+func (a *applier) line(bars *mpb.Progress, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if bars != nil {
+		fmt.Fprintln(bars, msg)
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	fmt.Fprintf(a.out, "%s %s\n", time.Now().Format("15:04:05.000"), msg)
+}
+
+// printApplied writes the final table, then the errors of the moves that
+// did not move.
+func printApplied(w io.Writer, results []applied, dryRun bool) {
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	if dryRun {
+		fmt.Fprintln(tw, "move\tsource\ttarget\tslots\tcheck\tkeys expected\t")
+	} else {
+		fmt.Fprintln(tw, "move\tsource\ttarget\tslots\tresult\tkeys\ttotal ms\tpause ms\t")
+	}
+	moved := 0
+	for _, r := range results {
+		spec := r.Move.Slots
+		if len(spec) > 30 {
+			spec = spec[:27] + "..."
+		}
+		if dryRun {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t\n", r.N, r.Move.Source, r.Move.Target, spec, r.Result, r.Keys)
+			continue
+		}
+		if r.Result == mover.ResultMoved {
+			moved++
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%.1f\t\n", r.N, r.Move.Source, r.Move.Target, spec, r.Result, r.Keys, r.Total, r.Pause)
+	}
+	tw.Flush()
+	for _, r := range results {
+		if r.Err != "" {
+			fmt.Fprintf(w, "move %d (%s → %s, slots %s): %s: %s\n", r.N, r.Move.Source, r.Move.Target, r.Move.Slots, r.Result, r.Err)
+		}
+		if len(r.Repair) > 0 {
+			fmt.Fprintf(w, "  to repair:\n    %s\n", strings.Join(r.Repair, "\n    "))
+		}
+	}
+	switch {
+	case dryRun:
+		fmt.Fprintln(w, "dry run: nothing changed")
+	case moved == len(results):
+		fmt.Fprintf(w, "all %d moves moved\n", moved)
+	default:
+		fmt.Fprintf(w, "%d of %d moves moved\n", moved, len(results))
+	}
+}

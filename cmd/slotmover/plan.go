@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/slotmover/slotmover/planner"
+)
+
+// nodeList is a flag that takes node IDs or HOST:PORTs, comma-separated
+// or repeated.
+type nodeList []string
+
+func (l *nodeList) String() string { return strings.Join(*l, ",") }
+
+func (l *nodeList) Set(v string) error {
+	for _, n := range strings.Split(v, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			*l = append(*l, n)
+		}
+	}
+	return nil
+}
+
+// parseWithNodes parses args, taking the words that are not flags (the
+// nodes after --add or --drain: "--add A B --json") as positional.
+func parseWithNodes(fs *flag.FlagSet, args []string) ([]string, error) {
+	var rest []string
+	for i := 0; i < len(args)+1; i++ { // each round consumes at least one word
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		if args[0] == "--" {
+			return append(rest, args[1:]...), nil
+		}
+		rest = append(rest, args[0])
+		args = args[1:]
+	}
+	return rest, nil
+}
+
+func planCmd(args []string) int {
+	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
+	var cf connFlags
+	var seed, by, out string
+	var add, drain nodeList
+	var rebalance, jsonOut bool
+	var maxMoves int
+	fs.StringVar(&seed, "cluster", "", "any node of the cluster, `HOST:PORT`")
+	fs.Var(&add, "add", "empty masters (already in the cluster) that take an even share: `NODE`s (ID or HOST:PORT), comma-separated or one per word")
+	fs.Var(&drain, "drain", "masters that give away every slot: `NODE`s (ID or HOST:PORT)")
+	fs.BoolVar(&rebalance, "rebalance", false, "even out the weight of the masters that own slots")
+	fs.StringVar(&by, "by", string(planner.ByKeys), "weigh slots by `keys` (CLUSTER COUNTKEYSINSLOT) or memory (MEMORY USAGE of sampled keys)")
+	fs.IntVar(&maxMoves, "max-moves", 0, "at most this many moves (one source, one target each); 0 for no bound")
+	fs.BoolVar(&jsonOut, "json", false, "print the plan as JSON instead of a table")
+	fs.StringVar(&out, "o", "", "write the plan (JSON) to this `file`, for slotmover apply")
+	cf.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: slotmover plan --cluster HOST:PORT (--add NODE… | --drain NODE… | --rebalance) [--by keys|memory] [--max-moves N] [--json] [-o plan.json]")
+		fs.PrintDefaults()
+	}
+	extra, err := parseWithNodes(fs, args)
+	if err != nil {
+		return exitRefused
+	}
+	bad := func(format string, a ...any) int {
+		fmt.Fprintf(os.Stderr, "slotmover plan: "+format+"\n", a...)
+		return exitRefused
+	}
+	req := planner.Request{By: planner.Weight(by), MaxMoves: maxMoves}
+	modes := 0
+	if len(add) > 0 || flagSet(fs, "add") {
+		modes++
+		req.Mode, req.Nodes = planner.Add, append(add, extra...)
+	}
+	if len(drain) > 0 || flagSet(fs, "drain") {
+		modes++
+		req.Mode, req.Nodes = planner.Drain, append(drain, extra...)
+	}
+	if rebalance {
+		modes++
+		req.Mode = planner.Rebalance
+		if len(extra) > 0 {
+			return bad("--rebalance takes no nodes (got %s)", strings.Join(extra, " "))
+		}
+	}
+	switch {
+	case seed == "":
+		return bad("--cluster is required")
+	case modes != 1:
+		return bad("give one of --add NODE…, --drain NODE… or --rebalance")
+	case req.By != planner.ByKeys && req.By != planner.ByMemory:
+		return bad("--by %q: keys or memory", by)
+	case maxMoves < 0:
+		return bad("--max-moves %d: 0 (no bound) or more", maxMoves)
+	}
+	conn, err := cf.conn(seed)
+	if err != nil {
+		return bad("%v", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	view, err := planner.Gather(ctx, conn, planner.GatherOptions{By: req.By})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "slotmover plan: read the cluster: %v\n", err)
+		return exitFailed
+	}
+	p, err := planner.Make(view, req)
+	if err != nil {
+		return bad("%v", err)
+	}
+	p.Cluster = seed
+	p.Created = time.Now().UTC().Format(time.RFC3339)
+	if out != "" {
+		data, _ := json.MarshalIndent(p, "", "  ")
+		if err := os.WriteFile(out, append(data, '\n'), 0o644); err != nil {
+			fmt.Fprintf(os.Stderr, "slotmover plan: %v\n", err)
+			return exitFailed
+		}
+	}
+	if jsonOut {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(p)
+	} else {
+		printPlan(os.Stdout, p)
+		if out != "" {
+			fmt.Fprintf(os.Stdout, "\nplan written to %s: slotmover apply %s\n", out, out)
+		}
+	}
+	return exitMoved
+}
+
+// flagSet reports whether the flag was given (even empty).
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// printPlan writes p as tables: the moves, then every master's weight
+// before and after.
+func printPlan(w io.Writer, p *planner.Plan) {
+	what := string(p.Mode)
+	if len(p.Nodes) > 0 {
+		var names []string
+		for _, id := range p.Nodes {
+			names = append(names, addrOf(p, id))
+		}
+		what += " " + strings.Join(names, " ")
+	}
+	fmt.Fprintf(w, "plan: %s, by %s: %d moves\n\n", what, p.By, len(p.Moves))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	withBytes := p.By == planner.ByMemory
+	if withBytes {
+		fmt.Fprintln(tw, "#\tsource\ttarget\tslots\tslot count\tkeys\tbytes\tbig keys\t")
+	} else {
+		fmt.Fprintln(tw, "#\tsource\ttarget\tslots\tslot count\tkeys\t")
+	}
+	for i, m := range p.Moves {
+		spec := m.Slots
+		if len(spec) > 40 {
+			spec = spec[:37] + "..."
+		}
+		if withBytes {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t\n", i+1, m.Source, m.Target, spec, m.SlotCount, m.Keys, mib(m.Bytes), len(m.BigKeys))
+		} else {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t\n", i+1, m.Source, m.Target, spec, m.SlotCount, m.Keys)
+		}
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "master\tid\tslots before\tslots after\t%s before\t%s after\t\n", p.By, p.By)
+	for i, b := range p.Before.Masters {
+		a := p.After.Masters[i]
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t\n", b.Addr, b.ID[:min(8, len(b.ID))], b.Slots, a.Slots, weight(p, b.Weight), weight(p, a.Weight))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nimbalance (heaviest / mean of the masters that share): %.3f before, %.3f after\n", p.Before.Imbalance, p.After.Imbalance)
+	for _, n := range p.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+}
+
+func addrOf(p *planner.Plan, id string) string {
+	for _, m := range p.Before.Masters {
+		if m.ID == id {
+			return m.Addr
+		}
+	}
+	return id
+}
+
+func weight(p *planner.Plan, w int64) string {
+	if p.By == planner.ByMemory {
+		return mib(w)
+	}
+	return fmt.Sprint(w)
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// readPlan reads a plan file that slotmover plan wrote.
+func readPlan(path string) (*planner.Plan, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var p planner.Plan
+	if err := json.Unmarshal(data, &p); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if p.Format != planner.Format {
+		return nil, fmt.Errorf("%s: plan format %d, this slotmover reads %d", path, p.Format, planner.Format)
+	}
+	if len(p.Moves) == 0 {
+		return nil, errors.New(path + ": the plan has no moves")
+	}
+	return &p, nil
+}
