@@ -353,3 +353,42 @@ func TestEmptyClusterSharesSlots(t *testing.T) {
 	got := applyPlan(t, v, p, func(uint16) int64 { return 1 })
 	within(t, got, []string{"m0", "m1", "m2", "m3"}, 0.01)
 }
+
+// With one move allowed, it is the heaviest giving to the lightest.
+func TestOneMoveGoesFromTheHeaviestToTheLightest(t *testing.T) {
+	// m0 3 keys a slot, m1 4, m2 2; m3 and m4 empty; m4 named first.
+	v := view(t, append(three, "", ""), func(s uint16) int64 {
+		switch {
+		case s <= 5460:
+			return 3
+		case s <= 10922:
+			return 4
+		}
+		return 2
+	})
+	p, err := Make(v, Request{Mode: Add, Nodes: []string{"m4", "m3"}, MaxMoves: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Moves) != 1 || p.Moves[0].SourceID != "m1" {
+		t.Fatalf("moves %+v: want one from the heaviest, m1", p.Moves)
+	}
+	// Rebalance: m0 5 keys a slot, m1 2, m2 1: both m1 and m2 are
+	// below the mean; m2 is the lightest.
+	v = view(t, three, func(s uint16) int64 {
+		switch {
+		case s <= 5460:
+			return 5
+		case s <= 10922:
+			return 2
+		}
+		return 1
+	})
+	p, err = Make(v, Request{Mode: Rebalance, MaxMoves: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Moves) != 1 || p.Moves[0].SourceID != "m0" || p.Moves[0].TargetID != "m2" {
+		t.Fatalf("moves %+v: want one from m0 to m2", p.Moves)
+	}
+}

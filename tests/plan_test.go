@@ -176,8 +176,18 @@ func TestPlanDrain(t *testing.T) {
 			t.Fatalf("move %+v: only the drained master gives", m)
 		}
 	}
-	if code, _ := runApply(t, path, "--parallel", "2"); code != 0 {
+	code, out := runApply(t, path, "--parallel", "2")
+	if code != 0 {
 		t.Fatalf("apply: exit %d", code)
+	}
+	// Never two moves from one source at once, whatever --parallel says:
+	// each move starts after the one before it ended.
+	for i := 1; i < len(p.Moves); i++ {
+		ended := strings.Index(out, fmt.Sprintf("#%d %s→%s: moved:", i, p.Moves[i-1].Source, p.Moves[i-1].Target))
+		started := strings.Index(out, fmt.Sprintf("#%d %s→%s: slots %s", i+1, p.Moves[i].Source, p.Moves[i].Target, p.Moves[i].Slots))
+		if ended < 0 || started < 0 || started < ended {
+			t.Errorf("move %d started (at %d in the output) before move %d of the same source ended (at %d)", i+1, started, i, ended)
+		}
 	}
 	if n := ownSlots(t, c, 1); n.Slots.Len() != 0 {
 		t.Errorf("drained master still owns slots %s", n.Slots.String())
