@@ -399,7 +399,13 @@ func Make(v *View, req Request) (*Plan, error) {
 		p.Notes = append(p.Notes, fmt.Sprintf("--max-moves %d stops the plan short of an even share", req.MaxMoves))
 	}
 	if len(p.Moves) == 0 {
-		return nil, fmt.Errorf("no slot would bring the masters closer to an even share: %w", ErrNothingToDo)
+		var heaviest int64
+		for _, d := range donors {
+			for _, s := range have[d].Slots() {
+				heaviest = max(heaviest, w[s])
+			}
+		}
+		return nil, fmt.Errorf("no slot would bring the masters closer to an even share (a share is %.0f %s; the heaviest slot that could move weighs %d: keys under few hash tags cannot be spread): %w", mean, req.By, heaviest, ErrNothingToDo)
 	}
 	return p, nil
 }

@@ -321,6 +321,12 @@ func (a *applier) one(ctx context.Context, i int, bars *mpb.Progress, logger *sl
 	if err != nil {
 		r.Err = err.Error()
 	}
+	// The line first: once the last bar ends, the bars print no more.
+	if err != nil {
+		a.line(bars, "%s: %s: %v", name, sum.Result, err)
+	} else {
+		a.line(bars, "%s: %s: %d keys, pause %.1f ms, total %d ms", name, sum.Result, sum.KeysCopied, sum.PauseMS, sum.TotalMS)
+	}
 	if bar != nil {
 		mu.Lock()
 		last.Phase, last.KeysCopied = sum.Phase, sum.KeysCopied
@@ -330,11 +336,6 @@ func (a *applier) one(ctx context.Context, i int, bars *mpb.Progress, logger *sl
 		} else {
 			bar.Abort(false)
 		}
-	}
-	if err != nil {
-		a.line(bars, "%s: %s: %v", name, sum.Result, err)
-	} else {
-		a.line(bars, "%s: %s: %d keys, pause %.1f ms, total %d ms", name, sum.Result, sum.KeysCopied, sum.PauseMS, sum.TotalMS)
 	}
 	return r
 }
