@@ -275,6 +275,10 @@ func (a *applier) one(ctx context.Context, i int, bars *mpb.Progress, logger *sl
 	m := a.plan.Moves[i]
 	r := applied{N: i + 1, Move: m}
 	name := label(i+1, m)
+	if ctx.Err() != nil {
+		r.Result, r.Err = resultSkipped, "cancelled before it started"
+		return r
+	}
 	if err := a.check(ctx, m); err != nil {
 		r.Result, r.Err = resultStale, err.Error()
 		a.line(bars, "%s: refused: %v", name, err)
