@@ -194,7 +194,7 @@ func flushIfOnly(ctx context.Context, c *redis.Client, set *slots.Set) (removed 
 		args = append(args, r.Start, r.End)
 	}
 	var n int64
-	err = whileDown(ctx, func() (err error) {
+	err = cluster.WhileDown(ctx, func() (err error) {
 		n, err = flushScript.Eval(ctx, c, nil, args...).Int64() // not Run: see markScript
 		return err
 	})
@@ -245,7 +245,7 @@ func purge(ctx context.Context, c *redis.Client, group []uint16, pace Pace) (int
 			}
 		}
 		var n int64
-		err = whileDown(ctx, func() (err error) {
+		err = cluster.WhileDown(ctx, func() (err error) {
 			n, err = unlink(ctx, c, batches)
 			return err
 		})
@@ -313,32 +313,6 @@ func unlink(ctx context.Context, c *redis.Client, batches [][]string) (int64, er
 		n += v
 	}
 	return n, nil
-}
-
-// whileDown runs fn again, for up to 10 s, while the node answers that the
-// cluster is down: a node whose slots another move is releasing with
-// DELSLOTS alone (Valkey 8, see Plan.SetSlotBlocks) is down for a few
-// milliseconds, and refuses scripts meanwhile. Every fn here can be repeated.
-func whileDown(ctx context.Context, fn func() error) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := fn()
-		if err == nil || !isClusterDown(err) || time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
-func isClusterDown(err error) bool {
-	s := err.Error()
-	// "slot not served": the slot is unassigned in the node's view, until
-	// it hears the new owner.
-	return strings.Contains(s, "CLUSTERDOWN") || strings.Contains(s, "cluster is down") || strings.Contains(s, "slot not served")
 }
 
 // stillMaster returns ErrNowReplica if c has turned into a replica.

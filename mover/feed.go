@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/apply"
+	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/rdbparse"
 	"github.com/slotmover/slotmover/slotread"
 	"github.com/slotmover/slotmover/slots"
@@ -497,7 +498,12 @@ func (f *feeder) read(ctx context.Context, slot uint16, keys []string, lim slotr
 	r := f.newRead(slot, snapshot)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	got, err := slotread.Read(ctx, f.source, keys, string(r.marker), f.nonce(r), lim)
+	// A refused call wrote no marker: it can be made again.
+	var got []slotread.Key
+	err := cluster.WhileDown(ctx, func() (err error) {
+		got, err = slotread.Read(ctx, f.source, keys, string(r.marker), f.nonce(r), lim)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/slotread"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/stream"
@@ -130,7 +131,11 @@ func (f *feeder) listNext(ctx context.Context) error {
 	ks := f.keys
 	group := ks.groups[0]
 	r := f.newRead(group[0], true)
-	lists, err := slotread.List(ctx, f.source, group, string(r.marker), f.nonce(r), listKeysPerCall)
+	var lists [][]string
+	err := cluster.WhileDown(ctx, func() (err error) {
+		lists, err = slotread.List(ctx, f.source, group, string(r.marker), f.nonce(r), listKeysPerCall)
+		return err
+	})
 	var tooMany *slotread.TooManyKeys
 	if errors.As(err, &tooMany) && len(group) > 1 {
 		delete(f.pending, f.nonce(r))
@@ -211,7 +216,11 @@ func (f *feeder) readChunk(ctx context.Context) error {
 	ks := f.keys
 	b := ks.bigQueue[0]
 	r := f.newRead(b.slot, true)
-	ch, err := slotread.ReadChunk(ctx, f.source, b.key, b.typ, b.cursor, readBudget, string(r.marker), f.nonce(r), ks.fieldTTLs)
+	var ch slotread.Chunk
+	err := cluster.WhileDown(ctx, func() (err error) {
+		ch, err = slotread.ReadChunk(ctx, f.source, b.key, b.typ, b.cursor, readBudget, string(r.marker), f.nonce(r), ks.fieldTTLs)
+		return err
+	})
 	if err != nil {
 		delete(f.pending, f.nonce(r))
 		return err

@@ -139,7 +139,11 @@ func planSnapshot(ctx context.Context, o Options, p *participants) (snapshotPlan
 	}
 	var version int
 	for _, g := range groupSlots(set, counts, surveyKeysPerCall) {
-		sv, err := slotread.SurveySlots(ctx, p.source, g, int64(o.BigKeyElements))
+		var sv slotread.Survey
+		err := cluster.WhileDown(ctx, func() (err error) {
+			sv, err = slotread.SurveySlots(ctx, p.source, g, int64(o.BigKeyElements))
+			return err
+		})
 		if err != nil {
 			return snapshotPlan{}, err
 		}
