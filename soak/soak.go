@@ -84,8 +84,9 @@ type Config struct {
 	Mover Mover
 }
 
-// SnapshotAlternate takes the keys path for odd moves and the RDB's for
-// even ones, so that one soak proves both.
+// SnapshotAlternate takes the keys path where it can run (auto) for odd
+// moves and the RDB's for even ones, so that one soak proves both. (The
+// soak's big keys are growing lists, which the keys path refuses.)
 const SnapshotAlternate = "alternate"
 
 // ConfigError is a configuration or cluster that a soak cannot run on.
@@ -181,7 +182,7 @@ func (c *Config) normalize() error {
 		}
 		c.Mover = LibraryMover(base)
 		if c.Snapshot == SnapshotAlternate {
-			base.Snapshot = mover.SnapshotKeys
+			base.Snapshot = mover.SnapshotAuto
 			keys := LibraryMover(base)
 			base.Snapshot = mover.SnapshotRDB
 			rdb := LibraryMover(base)

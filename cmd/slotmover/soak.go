@@ -30,7 +30,7 @@ func soakCmd(args []string) int {
 	fs.DurationVar(&c.MoveEvery, "move-every", 0, "start a move this often (default 5s unless --moves is given)")
 	fs.IntVar(&c.SlotsPerMove, "slots-per-move", 64, "slots per move")
 	fs.StringVar(&c.SlotPick, "slot-pick", soak.SlotsMixed, "which slots: run (contiguous), random, or mixed (in turn)")
-	fs.StringVar(&c.Snapshot, "snapshot", "", "the moves' snapshot path: auto, rdb, keys, or alternate (keys for odd moves, rdb for even ones)")
+	fs.StringVar(&c.Snapshot, "snapshot", "", "the moves' snapshot path: auto, rdb, keys, or alternate (auto for odd moves, rdb for even ones)")
 	fs.StringVar(&c.Pick, "pick", soak.PickRandom, "source and target: random, round-robin between masters, or same-source (a move in flight lends its source to the next)")
 	fs.IntVar(&c.ParallelMoves, "parallel-moves", 1, "moves in flight at once (never on the same slots)")
 	fs.DurationVar(&c.MoveGrace, "move-grace", 2*time.Minute, "how long moves may still run after --duration before they are cancelled")
