@@ -164,8 +164,7 @@ func planSnapshot(ctx context.Context, o Options, p *participants) (snapshotPlan
 
 // surveyKeysPerCall bounds the keys a survey call looks at: it reads the
 // type and length of each (about 1.5 µs a key on an idle 7.0.15), so that
-// a call holds the source for about a millisecond (2,000 a call made the
-// bench's PINGs wait 3-5 ms during the preflight).
+// a call holds the source for about a millisecond.
 const surveyKeysPerCall = 600
 
 // groupSlots cuts slots (with their key counts) into runs of at most
