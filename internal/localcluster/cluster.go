@@ -44,7 +44,7 @@ func StartCluster(ctx context.Context, dir string, specs []string, opts Options)
 		if err == nil && spec != "" {
 			var set *slots.Set
 			if set, err = slots.Parse(spec); err == nil {
-				err = cl.Do(ctx, addSlotsArgs(set)...).Err()
+				err = cl.Do(ctx, addSlotsArgs(s.Bin, set)...).Err()
 			}
 		}
 		cl.Close()
@@ -69,9 +69,9 @@ func StartCluster(ctx context.Context, dir string, specs []string, opts Options)
 }
 
 // addSlotsArgs is CLUSTER ADDSLOTSRANGE of set's ranges, or ADDSLOTS of
-// every slot on servers before 7.0, which lack ADDSLOTSRANGE.
-func addSlotsArgs(set *slots.Set) []any {
-	if !atLeast(7, 0) {
+// every slot on servers (of binary bin) before 7.0, which lack ADDSLOTSRANGE.
+func addSlotsArgs(bin string, set *slots.Set) []any {
+	if v, err := VersionOf(bin); err == nil && !v.AtLeast(7, 0) {
 		args := []any{"CLUSTER", "ADDSLOTS"}
 		for _, s := range set.Slots() {
 			args = append(args, s)
