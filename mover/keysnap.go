@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"strconv"
 
@@ -24,8 +25,9 @@ type keySnapshot struct {
 	queue     []listed   // listed keys not read yet
 	bigQueue  []*bigRead // big keys with a chunk to read
 	big       map[string]*bigRead
-	held      []bool // by slot: listing not yet passed in the stream
-	reading   int    // listings, batches and chunks whose marker has not come
+	known     *keySet // keys the preflight's survey found not big
+	held      []bool  // by slot: listing not yet passed in the stream
+	reading   int     // listings, batches and chunks whose marker has not come
 	lim       slotread.Limits
 	fieldTTLs bool // the source has hash-field expiries (7.4+)
 }
@@ -77,7 +79,7 @@ const (
 )
 
 func newKeySnapshot(plan snapshotPlan, big int64) *keySnapshot {
-	ks := &keySnapshot{groups: plan.groups, held: make([]bool, slots.Count), big: map[string]*bigRead{},
+	ks := &keySnapshot{groups: plan.groups, known: plan.known, held: make([]bool, slots.Count), big: map[string]*bigRead{},
 		lim: slotread.Limits{Budget: readBudget, Big: big, AnySlot: plan.anySlot}, fieldTTLs: plan.fieldTTLs}
 	for _, g := range plan.groups {
 		for _, s := range g {
@@ -164,22 +166,31 @@ func (f *feeder) listNext(ctx context.Context) error {
 
 // readNext reads the next batch of listed keys, as many as one call may.
 // A batch takes keys of the slots in the queue's order, of one slot only
-// unless the source lets a script read several (ks.lim.AnySlot).
+// unless the source lets a script read several (ks.lim.AnySlot), and all
+// known not to be big by the preflight's survey, or all not: those are
+// sized before they are read.
 func (f *feeder) readNext(ctx context.Context) error {
 	ks := f.keys
+	known := ks.known.has(ks.queue[0].keys[0])
 	var batch []string
 	var slotOf []uint16
+	full := func() bool { return len(batch) == readKeysPerCall }
+queue:
 	for _, l := range ks.queue {
-		n := min(len(l.keys), readKeysPerCall-len(batch))
-		batch = append(batch, l.keys[:n]...)
-		for range n {
+		for _, k := range l.keys {
+			if full() || ks.known.has(k) != known {
+				break queue
+			}
+			batch = append(batch, k)
 			slotOf = append(slotOf, l.slot)
 		}
-		if len(batch) == readKeysPerCall || !ks.lim.AnySlot {
+		if !ks.lim.AnySlot {
 			break
 		}
 	}
-	got, err := f.read(ctx, slotOf[0], batch, ks.lim, true)
+	lim := ks.lim
+	lim.Known = known
+	got, err := f.read(ctx, slotOf[0], batch, lim, true)
 	if err != nil {
 		return fmt.Errorf("read keys of slot %d…: %w", slotOf[0], err)
 	}
@@ -363,4 +374,24 @@ func positional(name string) bool {
 		return true
 	}
 	return false
+}
+
+// keySet is a set of key names, kept by a hash of each (a collision only
+// reads a big key unsized: one long call, as for a key that grew since the
+// survey).
+type keySet struct {
+	seed maphash.Seed
+	m    map[uint64]struct{}
+}
+
+func newKeySet() *keySet { return &keySet{seed: maphash.MakeSeed(), m: map[uint64]struct{}{}} }
+
+func (s *keySet) add(key string) { s.m[maphash.String(s.seed, key)] = struct{}{} }
+
+func (s *keySet) has(key string) bool {
+	if s == nil {
+		return false
+	}
+	_, ok := s.m[maphash.String(s.seed, key)]
+	return ok
 }

@@ -42,6 +42,7 @@ type snapshotPlan struct {
 	sourceVersion int        // the RDB version of the source's DUMPs (keys path; 0 if none was seen)
 	fieldTTLs     bool       // the source has hash-field expiries (HPEXPIRETIME, 7.4+)
 	anySlot       bool       // a script may read keys of several slots (7.0+)
+	known         *keySet    // the moving keys the survey found not big
 }
 
 // checkVersions takes the RDB path, or refuses, when the source's DUMPs
@@ -138,6 +139,7 @@ func planSnapshot(ctx context.Context, o Options, p *participants) (snapshotPlan
 		return rdb("the move takes %.1f%% of the source's keys (the keys path is faster below %.0f%%)", 100*share, 100*keysPathMaxShare)
 	}
 	var version int
+	known := newKeySet()
 	for _, g := range groupSlots(set, counts, surveyKeysPerCall) {
 		var sv slotread.Survey
 		err := cluster.WhileDown(ctx, func() (err error) {
@@ -153,13 +155,16 @@ func planSnapshot(ctx context.Context, o Options, p *participants) (snapshotPlan
 			}
 		}
 		version = max(version, rdbparse.DumpVersion(sv.Sample))
+		for _, k := range sv.Small {
+			known.add(k)
+		}
 	}
 	reason := fmt.Sprintf("the move takes %.1f%% of the source's keys", 100*share)
 	if asked {
 		reason = "asked for; " + reason
 	}
 	return snapshotPlan{path: SnapshotKeys, reason: reason, groups: groupSlots(set, counts, listKeysPerCall),
-		sourceVersion: version, fieldTTLs: fieldTTLs, anySlot: anySlot}, nil
+		sourceVersion: version, fieldTTLs: fieldTTLs, anySlot: anySlot, known: known}, nil
 }
 
 // surveyKeysPerCall bounds the keys a survey call looks at: it reads the

@@ -71,24 +71,60 @@ redis.call('DEL', KEYS[1])
 return {now[1], now[2], out}
 `
 
-var (
-	// readScript reads KEYS[2…], all of the marker's slot.
-	readScript = redis.NewScript("local keys = {unpack(KEYS, 2)}\n" + readBody)
-	// readAnySlotScript reads ARGV[4…], of any slots of the node: a
-	// script may access keys it did not declare, of several slots, with
-	// allow-cross-slot-keys (Redis 7.0+). Batches then span slots, where a
-	// move of many small slots would otherwise make a call per slot.
-	readAnySlotScript = redis.NewScript("#!lua flags=allow-cross-slot-keys\nlocal keys = {unpack(ARGV, 4)}\n" + readBody)
-)
+// readKnownBody is readBody for keys known not to be big (Limits.Known):
+// their DUMP and PTTL only, the budget counted from the payloads' sizes,
+// two calls a key instead of four.
+const readKnownBody = `
+local budget = tonumber(ARGV[2])
+local now = redis.call('TIME')
+local out, used = {}, 0
+for _, k in ipairs(keys) do
+  if #out > 0 and used > budget then break end
+  local d = redis.call('DUMP', k)
+  if d then
+    used = used + math.floor(#d / 64) + 1
+    out[#out + 1] = {'read', d, redis.call('PTTL', k)}
+  else
+    out[#out + 1] = {'gone'}
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('DEL', KEYS[1])
+return {now[1], now[2], out}
+`
+
+// The read scripts by where the keys are and whether they are sized: from
+// KEYS[2…], all of the marker's slot; or from ARGV[4…], of any slots of
+// the node, as a script may access keys it did not declare, of several
+// slots, with allow-cross-slot-keys (Redis 7.0+). Batches then span
+// slots, where a move of many small slots would otherwise make a call per
+// slot.
+var readScripts = map[[2]bool]*redis.Script{} // {anySlot, known}
+
+func init() {
+	for _, anySlot := range []bool{false, true} {
+		for _, known := range []bool{false, true} {
+			head := "local keys = {unpack(KEYS, 2)}\n"
+			if anySlot {
+				head = "#!lua flags=allow-cross-slot-keys\nlocal keys = {unpack(ARGV, 4)}\n"
+			}
+			body := readBody
+			if known {
+				body = readKnownBody
+			}
+			readScripts[[2]bool{anySlot, known}] = redis.NewScript(head + body)
+		}
+	}
+}
 
 // surveyScript answers, for the slots ARGV[2…], how many keys they hold,
-// those over ARGV[1] units (as readScript counts them) as {key, type,
-// units}, and the DUMP of one small key (its RDB version); it writes
-// nothing.
+// those over ARGV[1] units (as readBody counts them) as {key, type,
+// units}, the DUMP of one small key (its RDB version), and the names of
+// the others; it writes nothing.
 var surveyScript = redis.NewScript(`
 local big = tonumber(ARGV[1])
 local sizeOf = {string = 'STRLEN', hash = 'HLEN', list = 'LLEN', set = 'SCARD', zset = 'ZCARD', stream = 'XLEN'}
-local total, found, sample = 0, {}, false
+local total, found, sample, small = 0, {}, false, {}
 for i = 2, #ARGV do
   local slot = tonumber(ARGV[i])
   local n = redis.call('CLUSTER', 'COUNTKEYSINSLOT', slot)
@@ -98,11 +134,11 @@ for i = 2, #ARGV do
     local units = 0
     if sizeOf[t] then units = redis.call(sizeOf[t], k) end
     if t == 'string' then units = math.floor(units / 64) end
-    if units > big then found[#found + 1] = {k, t, units} end
+    if units > big then found[#found + 1] = {k, t, units} elseif t ~= 'none' then small[#small + 1] = k end
     if not sample and t ~= 'none' and units <= 16 then sample = redis.call('DUMP', k) end
   end
 end
-return {total, found, sample}
+return {total, found, sample, small}
 `)
 
 // TooManyKeys is List's answer when the slots hold more keys than it may
@@ -163,6 +199,9 @@ type Limits struct {
 	Big    int64 // a key over this many is not read, but reported Big
 	// AnySlot lets the keys of one call be of several slots (Redis 7.0+).
 	AnySlot bool
+	// Known says the keys were found not big (by a survey): they are read
+	// without sizing them first.
+	Known bool
 }
 
 // Read reads keys, from the first on, until lim.Budget is spent, in one
@@ -172,14 +211,15 @@ type Limits struct {
 func Read(ctx context.Context, c *redis.Client, keys []string, marker, nonce string, lim Limits) ([]Key, error) {
 	var v any
 	var err error
+	script := readScripts[[2]bool{lim.AnySlot, lim.Known}]
 	if lim.AnySlot {
 		args := append(make([]any, 0, 3+len(keys)), nonce, lim.Budget, lim.Big)
 		for _, k := range keys {
 			args = append(args, k)
 		}
-		v, err = readAnySlotScript.Run(ctx, c, []string{marker}, args...).Result()
+		v, err = script.Run(ctx, c, []string{marker}, args...).Result()
 	} else {
-		v, err = readScript.Run(ctx, c, append([]string{marker}, keys...), nonce, lim.Budget, lim.Big).Result()
+		v, err = script.Run(ctx, c, append([]string{marker}, keys...), nonce, lim.Budget, lim.Big).Result()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read %d keys on %s: %w", len(keys), c.Options().Addr, err)
@@ -234,8 +274,9 @@ func Read(ctx context.Context, c *redis.Client, keys []string, marker, nonce str
 // Survey is what a survey found in some slots.
 type Survey struct {
 	Keys   int64
-	Big    []Key  // keys over the limit
-	Sample []byte // the DUMP of one small key, for its RDB version; nil if none
+	Big    []Key    // keys over the limit
+	Small  []string // the other keys
+	Sample []byte   // the DUMP of one small key, for its RDB version; nil if none
 }
 
 // SurveySlots counts the keys of slots, finds those over big units and
@@ -254,10 +295,16 @@ func SurveySlots(ctx context.Context, c *redis.Client, slots []uint16, big int64
 		return fail(err)
 	}
 	top, ok := v.([]any)
-	if !ok || len(top) != 3 {
+	if !ok || len(top) != 4 {
 		return fail(fmt.Errorf("unexpected answer %T", v))
 	}
 	var sv Survey
+	small, _ := top[3].([]any)
+	for _, k := range small {
+		if s, ok := k.(string); ok {
+			sv.Small = append(sv.Small, s)
+		}
+	}
 	sv.Keys, _ = top[0].(int64)
 	if sample, ok := top[2].(string); ok {
 		sv.Sample = []byte(sample)
