@@ -505,6 +505,7 @@ func (f *feeder) read(ctx context.Context, slot uint16, keys []string, lim slotr
 		return err
 	})
 	if err != nil {
+		f.dropRead(r)
 		return nil, err
 	}
 	r.keys = got
@@ -522,7 +523,18 @@ func (f *feeder) newRead(slot uint16, snapshot bool) *pendingRead {
 	f.readSeq++
 	r := &pendingRead{id: f.readSeq, marker: []byte(tempKey(slot, f.opts.TaskID+":marker", 0)), snapshot: snapshot}
 	f.pending[f.nonce(r)] = r
+	if snapshot {
+		f.keys.reading++
+	}
 	return r
+}
+
+// dropRead forgets a read: its marker came, or the call was not made.
+func (f *feeder) dropRead(r *pendingRead) {
+	delete(f.pending, f.nonce(r))
+	if r.snapshot {
+		f.keys.reading--
+	}
 }
 
 func (f *feeder) nonce(r *pendingRead) string { return strconv.FormatUint(r.id, 10) }
@@ -546,10 +558,7 @@ func (f *feeder) readOf(cmd *stream.Command) *pendingRead {
 // finishRead restores the copies as they were at the marker, unless a
 // later read covers them too, and lets a listing's slots go.
 func (f *feeder) finishRead(r *pendingRead) error {
-	delete(f.pending, f.nonce(r))
-	if r.snapshot {
-		f.keys.reading--
-	}
+	f.dropRead(r)
 	for _, s := range r.listed {
 		f.keys.held[s] = false
 	}

@@ -16,8 +16,8 @@ import (
 
 // keySnapshot is the snapshot of the keys path: the link continues the
 // source's history from a point (no fork, no RDB), then the chosen slots
-// are listed a group at a time and their keys read in batches of one slot,
-// each call marked in the stream (see package slotread), while the stream
+// are listed a group at a time and their keys read in batches (of one slot
+// before 7.0), each call marked in the stream (see package slotread), while the stream
 // is applied: a slot's commands are skipped until its listing's marker (the
 // listing holds their effect), a listed key's until its batch's marker.
 type keySnapshot struct {
@@ -138,18 +138,17 @@ func (f *feeder) listNext(ctx context.Context) error {
 		lists, err = slotread.List(ctx, f.source, group, string(r.marker), f.nonce(r), listKeysPerCall)
 		return err
 	})
-	var tooMany *slotread.TooManyKeys
-	if errors.As(err, &tooMany) && len(group) > 1 {
-		delete(f.pending, f.nonce(r))
-		half := len(group) / 2
-		ks.groups = append([][]uint16{group[:half], group[half:]}, ks.groups[1:]...)
-		return nil
-	}
 	if err != nil {
+		f.dropRead(r)
+		var tooMany *slotread.TooManyKeys
+		if errors.As(err, &tooMany) && len(group) > 1 {
+			half := len(group) / 2
+			ks.groups = append([][]uint16{group[:half], group[half:]}, ks.groups[1:]...)
+			return nil
+		}
 		return fmt.Errorf("list slot %d…: %w", group[0], err)
 	}
 	ks.groups = ks.groups[1:]
-	ks.reading++
 	r.listed = group
 	for i, keys := range lists {
 		if len(keys) == 0 {
@@ -194,7 +193,6 @@ queue:
 	if err != nil {
 		return fmt.Errorf("read keys of slot %d…: %w", slotOf[0], err)
 	}
-	ks.reading++
 	for i, k := range got {
 		if !k.Big {
 			continue
@@ -233,10 +231,9 @@ func (f *feeder) readChunk(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
-		delete(f.pending, f.nonce(r))
+		f.dropRead(r)
 		return err
 	}
-	ks.reading++
 	r.chunk = &chunkCopy{big: b, gen: b.gen, first: b.cursor == "0", Chunk: ch}
 	b.cursor = ch.Cursor
 	if ch.Cursor == "0" || ch.Type != b.typ {
