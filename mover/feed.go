@@ -485,7 +485,9 @@ func (f *feeder) resync(ctx context.Context, slot uint16, keys [][]byte) error {
 	for i, k := range keys {
 		names[i] = string(k)
 	}
-	if _, err := f.read(ctx, slot, names, slotread.Limits{Budget: math.MaxInt64, Big: math.MaxInt64}, false); err != nil {
+	// Whole, whatever their size (as a replica would have them): DUMP and
+	// PTTL only, not sized first.
+	if _, err := f.read(ctx, slot, names, slotread.Limits{Budget: math.MaxInt64, Known: true}, false); err != nil {
 		return fmt.Errorf("resync of %d keys from the source: %w", len(keys), err)
 	}
 	f.stats.resynced.Add(int64(len(keys)))
