@@ -40,21 +40,30 @@ redis.call('DEL', KEYS[1])
 return out
 `)
 
+// sizeOf is a Lua function giving a key's type and size in units: its
+// elements, or for a string its bytes / 64 (O(1) either way).
+const sizeOf = `
+local lengthOf = {string = 'STRLEN', hash = 'HLEN', list = 'LLEN', set = 'SCARD', zset = 'ZCARD', stream = 'XLEN'}
+local function sizeOf(k)
+  local t = redis.call('TYPE', k).ok
+  if not lengthOf[t] then return t, 0 end
+  local n = redis.call(lengthOf[t], k)
+  if t == 'string' then n = math.floor(n / 64) end
+  return t, n
+end
+`
+
 // readBody reads the keys in order until the budget ARGV[2] (elements;
 // a string counts a unit per 64 bytes) is spent, at least one key; a key
 // over ARGV[3] units is reported as big and not read. Then it writes the
 // marker KEYS[1] with ARGV[1]. It answers the source's TIME and, per key
 // it reached: {'read', DUMP, PTTL}, {'gone'} or {'big', type, units}.
-const readBody = `
+const readBody = sizeOf + `
 local budget, big = tonumber(ARGV[2]), tonumber(ARGV[3])
-local sizeOf = {string = 'STRLEN', hash = 'HLEN', list = 'LLEN', set = 'SCARD', zset = 'ZCARD', stream = 'XLEN'}
 local now = redis.call('TIME')
 local out, used = {}, 0
 for _, k in ipairs(keys) do
-  local t = redis.call('TYPE', k).ok
-  local units = 0
-  if sizeOf[t] then units = redis.call(sizeOf[t], k) end
-  if t == 'string' then units = math.floor(units / 64) end
+  local t, units = sizeOf(k)
   if units > big then
     out[#out + 1] = {'big', t, units}
   elseif #out > 0 and used + units > budget then
@@ -118,22 +127,18 @@ func init() {
 }
 
 // surveyScript answers, for the slots ARGV[2…], how many keys they hold,
-// those over ARGV[1] units (as readBody counts them) as {key, type,
+// those over ARGV[1] units (as sizeOf counts them) as {key, type,
 // units}, the DUMP of one small key (its RDB version), and the names of
 // the others; it writes nothing.
-var surveyScript = redis.NewScript(`
+var surveyScript = redis.NewScript(sizeOf + `
 local big = tonumber(ARGV[1])
-local sizeOf = {string = 'STRLEN', hash = 'HLEN', list = 'LLEN', set = 'SCARD', zset = 'ZCARD', stream = 'XLEN'}
 local total, found, sample, small = 0, {}, false, {}
 for i = 2, #ARGV do
   local slot = tonumber(ARGV[i])
   local n = redis.call('CLUSTER', 'COUNTKEYSINSLOT', slot)
   total = total + n
   for _, k in ipairs(redis.call('CLUSTER', 'GETKEYSINSLOT', slot, n)) do
-    local t = redis.call('TYPE', k).ok
-    local units = 0
-    if sizeOf[t] then units = redis.call(sizeOf[t], k) end
-    if t == 'string' then units = math.floor(units / 64) end
+    local t, units = sizeOf(k)
     if units > big then found[#found + 1] = {k, t, units} elseif t ~= 'none' then small[#small + 1] = k end
     if not sample and t ~= 'none' and units <= 16 then sample = redis.call('DUMP', k) end
   end
