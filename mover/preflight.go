@@ -94,11 +94,19 @@ func preflight(ctx context.Context, o Options) (_ *participants, err error) {
 			continue
 		}
 		c := source.With(m.Addr).Client()
-		p.others = append(p.others, c)
 		top, err := reach(ctx, c, "master")
 		if err != nil {
+			c.Close()
 			return nil, err
 		}
+		if !top.Myself.Is("master") {
+			// A node made a replica moments ago, which the source's view
+			// does not show yet: it would refuse to be told the new
+			// owner (replicas learn it by gossip).
+			c.Close()
+			continue
+		}
+		p.others = append(p.others, c)
 		views = append(views, top)
 	}
 	for _, v := range views {
