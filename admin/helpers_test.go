@@ -42,7 +42,8 @@ func newFake() *fakeManager {
 	return &fakeManager{clock: time.UnixMilli(1796102326840)}
 }
 
-func (f *fakeManager) Import(ctx context.Context, set *slots.Set) ([]sidecar.Task, error) {
+func (f *fakeManager) Import(ctx context.Context, req sidecar.Request) ([]sidecar.Task, error) {
+	set := req.Slots
 	f.mu.Lock()
 	f.imports = append(f.imports, set.String())
 	hook, err := f.importHook, f.importErr

@@ -168,7 +168,7 @@ func (s *Server) migrationImport(c redcon.Conn, sess *session, rest [][]byte) {
 	}
 	ctx, cancel := s.requestContext()
 	defer cancel()
-	tasks, err := s.m.Import(ctx, set)
+	tasks, err := s.m.Import(ctx, sidecar.Request{Slots: set})
 	if err != nil {
 		s.replyManagerError(c, "import", err)
 		return

@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/sidecar"
 	"github.com/slotmover/slotmover/slots"
 )
@@ -203,6 +204,11 @@ func (s *Server) Records(ctx context.Context) ([]sidecar.Task, error) {
 // ImportRequest is the body of <prefix>.<node>.import.
 type ImportRequest struct {
 	Slots string `json:"slots"` // the CLI's slot syntax: "0-5460,6000"
+	// Source, if set, is the node ID the slots must come from: if another
+	// master owns any of them, the request is refused with code "stale".
+	Source string `json:"source,omitempty"`
+	// Snapshot is auto, rdb or keys; empty keeps the sidecar's setting.
+	Snapshot string `json:"snapshot,omitempty"`
 }
 
 // TaskRequest is the body of status and cancel: one task, or all ("" or {}).
@@ -221,6 +227,8 @@ type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 }
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
 // PingReply answers <prefix>.ping and <prefix>.<node>.ping.
 type PingReply struct {
@@ -241,9 +249,15 @@ func (s *Server) onImport(msg *nats.Msg) {
 		s.reply(msg, nil, badRequest("slots %q: %v", req.Slots, err))
 		return
 	}
+	switch req.Snapshot {
+	case "", mover.SnapshotAuto, mover.SnapshotRDB, mover.SnapshotKeys:
+	default:
+		s.reply(msg, nil, badRequest("snapshot %q: want auto, rdb or keys", req.Snapshot))
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	tasks, err := s.m.Import(ctx, set)
+	tasks, err := s.m.Import(ctx, sidecar.Request{Slots: set, From: req.Source, Snapshot: req.Snapshot})
 	s.reply(msg, tasks, err)
 }
 
@@ -312,6 +326,7 @@ var codes = []struct {
 	{sidecar.ErrTooManyTasks, "too_many_tasks"},
 	{sidecar.ErrShuttingDown, "shutting_down"},
 	{sidecar.ErrTooLate, "too_late"},
+	{sidecar.ErrStale, "stale"},
 }
 
 func (s *Server) reply(msg *nats.Msg, tasks []sidecar.Task, err error) {

@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -69,7 +70,8 @@ func New(cfg Config) *Local {
 // slots the local master owns, that no master owns, or that a running
 // task moves already, and more tasks than the limit allows, refuse the
 // whole request with nothing started.
-func (l *Local) Import(ctx context.Context, set *slots.Set) ([]Task, error) {
+func (l *Local) Import(ctx context.Context, req Request) ([]Task, error) {
+	set := req.Slots
 	if set == nil || set.Len() == 0 {
 		return nil, errors.New("no slots given")
 	}
@@ -103,6 +105,13 @@ func (l *Local) Import(ctx context.Context, set *slots.Set) ([]Task, error) {
 	if unowned.Len() > 0 {
 		return nil, fmt.Errorf("%w: slots %s", ErrUnowned, unowned)
 	}
+	if req.From != "" {
+		for _, src := range slices.Sorted(maps.Keys(bySource)) {
+			if src != req.From {
+				return nil, fmt.Errorf("%w: slots %s are %s's (%s), not %s's", ErrStale, bySource[src], src, top.ByID(src).Addr, req.From)
+			}
+		}
+	}
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -129,7 +138,7 @@ func (l *Local) Import(ctx context.Context, set *slots.Set) ([]Task, error) {
 		e := &entry{set: bySource[src], rec: Task{
 			ID: newID(), Slots: bySource[src].String(), Source: src, SourceAddr: n.Addr,
 			Dest: top.Myself.ID, DestAddr: l.cfg.Node.Addr, Operation: "import",
-			State: StateRunning, CreateTime: time.Now(),
+			State: StateRunning, CreateTime: time.Now(), Snapshot: cmp.Or(req.Snapshot, l.cfg.Move.Snapshot, mover.SnapshotAuto),
 		}}
 		e.rec.setPhase(string(mover.PhasePreflight))
 		e.rec.StartTime = e.rec.CreateTime
@@ -145,6 +154,7 @@ func (l *Local) start(e *entry, sourceAddr string) {
 	opts.Source = l.cfg.Node.With(sourceAddr)
 	opts.Target = l.cfg.Node
 	opts.Slots = e.set
+	opts.Snapshot = e.rec.Snapshot
 	opts.TaskID = e.rec.ID
 	opts.Logger = l.log
 	opts.Progress = func(p mover.Progress) {
@@ -165,6 +175,7 @@ func (l *Local) start(e *entry, sourceAddr string) {
 			t.EndTime = time.Now()
 			t.setPhase(string(sum.Phase))
 			t.Result = sum.Result
+			t.Snapshot = cmp.Or(sum.Snapshot, t.Snapshot)
 			t.FenceOffset, t.ReleaseOffset = sum.FenceOffset, sum.ReleaseOffset
 			t.WritePauseMS, t.Retries = sum.PauseMS, max(sum.CutoverAttempts-1, 0)
 			t.KeysCopied, t.BytesCopied, t.OrphansRemoved = sum.KeysCopied, sum.BytesCopied, sum.OrphansRemoved

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -87,7 +88,7 @@ func TestImportFromTwoSources(t *testing.T) {
 	defer m.Close(ctx)
 
 	set, _ := slots.Parse("5000-6000")
-	tasks, err := m.Import(ctx, set)
+	tasks, err := m.Import(ctx, Request{Slots: set})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func TestImportFromTwoSources(t *testing.T) {
 
 	// The local master owns them now: importing them again is refused.
 	again, _ := slots.Parse("5500")
-	if _, err := m.Import(ctx, again); !errors.Is(err, ErrOwnedHere) {
+	if _, err := m.Import(ctx, Request{Slots: again}); !errors.Is(err, ErrOwnedHere) {
 		t.Fatalf("import of an owned slot: %v", err)
 	}
 	if all, err := m.Status(""); err != nil || len(all) != 2 {
@@ -129,7 +130,8 @@ func TestImportFromTwoSources(t *testing.T) {
 }
 
 // Requests that cannot be served change nothing: a range overlapping a
-// running task, more tasks than the limit, a slot nobody owns. A cancel
+// running task, slots not of the source named, more tasks than the
+// limit, a slot nobody owns. A cancel
 // during the copy leaves the cluster exactly as it was.
 func TestImportRefusalsAndCancel(t *testing.T) {
 	ctx := context.Background()
@@ -145,16 +147,19 @@ func TestImportRefusalsAndCancel(t *testing.T) {
 	defer m.Close(ctx)
 
 	shard, _ := slots.Parse("0-5460")
-	tasks, err := m.Import(ctx, shard)
+	tasks, err := m.Import(ctx, Request{Slots: shard})
 	if err != nil || len(tasks) != 1 {
 		t.Fatalf("import: %v %+v", err, tasks)
 	}
 	overlap, _ := slots.Parse("100-200")
-	if _, err := m.Import(ctx, overlap); !errors.Is(err, ErrOverlap) {
+	if _, err := m.Import(ctx, Request{Slots: overlap}); !errors.Is(err, ErrOverlap) {
 		t.Fatalf("overlapping import: %v", err)
 	}
 	other, _ := slots.Parse("10923-10930")
-	if _, err := m.Import(ctx, other); !errors.Is(err, ErrTooManyTasks) {
+	if _, err := m.Import(ctx, Request{Slots: other, From: c.IDs[0]}); !errors.Is(err, ErrStale) || !strings.Contains(err.Error(), c.IDs[2]) {
+		t.Fatalf("import of master 2's slots from master 0: %v", err)
+	}
+	if _, err := m.Import(ctx, Request{Slots: other}); !errors.Is(err, ErrTooManyTasks) {
 		t.Fatalf("import over the limit: %v", err)
 	}
 	if got, err := m.Cancel(tasks[0].ID); err != nil || len(got) != 1 {
@@ -188,11 +193,11 @@ func TestImportRefusalsAndCancel(t *testing.T) {
 		}
 	}
 	last, _ := slots.Parse("16383")
-	if _, err := m.Import(ctx, last); !errors.Is(err, ErrUnowned) {
+	if _, err := m.Import(ctx, Request{Slots: last}); !errors.Is(err, ErrUnowned) {
 		t.Fatalf("import of an unowned slot: %v", err)
 	}
 	m.Close(ctx)
-	if _, err := m.Import(ctx, other); !errors.Is(err, ErrShuttingDown) {
+	if _, err := m.Import(ctx, Request{Slots: other}); !errors.Is(err, ErrShuttingDown) {
 		t.Fatalf("import after Close: %v", err)
 	}
 }

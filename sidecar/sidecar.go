@@ -34,6 +34,7 @@ type Task struct {
 	Operation  string    `json:"operation"` // "import"
 	State      string    `json:"state"`
 	Phase      string    `json:"phase"`            // the mover's phase (preflight … cleanup, done)
+	Snapshot   string    `json:"snapshot"`         // how the keys are first copied: the setting, then the path taken (rdb, keys)
 	Result     string    `json:"result,omitempty"` // the mover's result once over (moved, rolled_back, stuck…)
 	LastError  string    `json:"last_error,omitempty"`
 	Retries    int       `json:"retries"` // cutover attempts beyond the first
@@ -68,9 +69,22 @@ func (t Task) Over() bool { return t.State != StateRunning }
 // those whose source had released the slots already, which go on to the
 // end (for one ID, that is ErrTooLate).
 type Manager interface {
-	Import(ctx context.Context, slots *slots.Set) ([]Task, error)
+	Import(ctx context.Context, req Request) ([]Task, error)
 	Status(id string) ([]Task, error)
 	Cancel(id string) ([]Task, error)
+}
+
+// Request asks a Manager for an import.
+type Request struct {
+	Slots *slots.Set
+	// From, if set, is the node ID the slots must come from: a slot that
+	// another master owns refuses the request (ErrStale). A planned move
+	// names its source, and a plan made before the slots moved elsewhere
+	// must not take them from whoever holds them now.
+	From string
+	// Snapshot chooses how the move first copies the keys (auto, rdb or
+	// keys); "" keeps the manager's setting.
+	Snapshot string
 }
 
 // Errors a Manager answers with, which the front ends turn into their own
@@ -83,4 +97,5 @@ var (
 	ErrTooManyTasks = errors.New("too many tasks")
 	ErrShuttingDown = errors.New("shutting down: no new tasks")
 	ErrTooLate      = mover.ErrTooLate
+	ErrStale        = errors.New("the slots are not the expected source's")
 )

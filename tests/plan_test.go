@@ -9,12 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/mover"
+	"github.com/slotmover/slotmover/natsapi"
 	"github.com/slotmover/slotmover/planner"
+	"github.com/slotmover/slotmover/sidecar"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/tests/harness"
 )
@@ -142,18 +145,26 @@ func runApply(t *testing.T, args ...string) (int, string) {
 
 // An added empty master takes an even share of a cluster whose data is
 // uneven (one master holds twice the keys of the others), under a
-// writer that loses nothing.
-func TestPlanAddThenApply(t *testing.T) {
+// writer that loses nothing: the plan applied through the sidecars (a
+// `slotmover serve` per master, on an embedded NATS server), each move
+// an import asked of its target's sidecar. Applied again, the plan is
+// stale: every move refused by the sidecar, nothing changed.
+func TestPlanAddThenApplyThroughSidecars(t *testing.T) {
 	c := fourMasters(t)
 	cc := c.Client()
 	defer cc.Close()
+	ctx := testContext(t, 3*time.Minute)
+	natsURL := harness.NATS(t)
+	for _, n := range c.Nodes {
+		startDaemon(t, n.Addr, natsURL, "", "")
+	}
 	fillPerMaster(t, cc, append(threeSpecs, ""), []int{20_000, 10_000, 10_000, 0}, func(int) int { return 100 })
 	w := startWriter(t, c, 2_000_000)
 	path, p := makePlan(t, "--cluster", c.Nodes[0].Addr, "--add", c.Nodes[3].Addr)
 	if len(p.Moves) == 0 || p.Moves[0].SourceID != c.IDs[0] || p.Moves[0].TargetID != c.IDs[3] {
 		t.Fatalf("first move %+v: want the heaviest (%s) giving to the new master", p.Moves[0], c.IDs[0])
 	}
-	code, out := runApply(t, path, "--parallel", "2")
+	code, out := runApply(t, path, "--parallel", "2", "--nats", natsURL)
 	ops := w.finish(t)
 	if code != 0 || !strings.Contains(out, fmt.Sprintf("all %d moves moved", len(p.Moves))) {
 		t.Fatalf("apply: exit %d, want 0 and every move moved", code)
@@ -161,6 +172,32 @@ func TestPlanAddThenApply(t *testing.T) {
 	sizes := dbsizes(t, c)
 	withinOfMean(t, "keys", sizes, 0.05)
 	t.Logf("keys per master after: %v (%d writes during the moves)", sizes, ops)
+
+	// The sidecars ran the moves: each target's records show them.
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	bus := natsapi.Client{NC: nc}
+	tasks, err := bus.Status(ctx, c.IDs[3], "")
+	if err != nil || len(tasks) != len(p.Moves) {
+		t.Fatalf("the new master's sidecar has %d tasks (%v), want %d", len(tasks), err, len(p.Moves))
+	}
+	for _, tk := range tasks {
+		if tk.State != sidecar.StateCompleted || tk.KeysCopied == 0 {
+			t.Fatalf("task %+v: want completed with keys", tk)
+		}
+	}
+
+	before := planNodeState(t, c, 3)
+	code, out = runApply(t, path, "--nats", natsURL)
+	if code != 1 || !strings.Contains(out, fmt.Sprintf("0 of %d moves moved", len(p.Moves))) || strings.Count(out, ": stale: the plan is stale: ") != 2*len(p.Moves) {
+		t.Fatalf("the plan applied again: exit %d, want 1 and every move stale (on its line and in the table's notes)", code)
+	}
+	if after := planNodeState(t, c, 3); after != before {
+		t.Fatalf("a stale plan changed the new master:\n%s\n%s", before, after)
+	}
 }
 
 // A drained master ends with no slot and no key.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/mover"
+	"github.com/slotmover/slotmover/natsapi"
 	"github.com/slotmover/slotmover/planner"
 	"github.com/slotmover/slotmover/slots"
 )
@@ -28,6 +30,8 @@ const (
 	resultStale   = "stale"   // the plan no longer matches the cluster: refused, nothing changed
 	resultSkipped = "skipped" // not started (cancelled before its turn)
 	resultChecked = "checked" // --dry-run: the move would run
+	resultRefused = "refused" // over NATS, the sidecar refused the request: nothing started
+	resultLost    = "lost"    // over NATS, the task's end was not seen: it may still run
 )
 
 // applied is the outcome of one move of a plan.
@@ -40,6 +44,7 @@ type applied struct {
 	Total  int64 // ms
 	Pause  float64
 	Repair []string
+	Task   string // over NATS, the task's ID on the target's sidecar
 }
 
 func applyCmd(args []string) int {
@@ -50,10 +55,14 @@ func applyCmd(args []string) int {
 	var snapshot string
 	fs.IntVar(&parallel, "parallel", 1, "run at most `N` moves at a time (never two from the same source)")
 	fs.BoolVar(&dryRun, "dry-run", false, "check every move against the cluster and print what would run; change nothing")
-	fs.StringVar(&snapshot, "snapshot", mover.SnapshotAuto, "how each move first copies the keys: `auto`, rdb or keys (see slotmover move -h)")
+	fs.StringVar(&snapshot, "snapshot", "", "how each move first copies the keys: `auto`, rdb or keys (see slotmover move -h); over NATS, unset keeps each sidecar's setting")
+	var d daemonFlags
+	fs.StringVar(&d.natsURL, "nats", "", "send each move to its target's sidecar over NATS at this `URL`, instead of running it here")
+	fs.StringVar(&d.config, "nats-config", "", "over NATS, connect as the sidecar of this YAML `file` does (servers, credentials, TLS, subject prefix)")
+	fs.StringVar(&d.prefix, "subject-prefix", "slotmover", "over NATS: the sidecars' subject prefix")
 	cf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: slotmover apply PLAN.json [--parallel N] [--dry-run]")
+		fmt.Fprintln(fs.Output(), "usage: slotmover apply PLAN.json [--parallel N] [--dry-run] [--nats URL]")
 		fs.PrintDefaults()
 	}
 	// The plan file may come before the flags or after them.
@@ -101,6 +110,13 @@ func applyCmd(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	a := &applier{plan: p, cf: cf, parallel: parallel, snapshot: snapshot, level: level, out: os.Stdout}
+	if (d.natsURL != "" || d.config != "") && !dryRun {
+		if a.bus, err = d.bus("slotmover apply"); err != nil {
+			fmt.Fprintf(os.Stderr, "slotmover apply: %v\n", err)
+			return exitRefused
+		}
+		defer a.bus.NC.Close()
+	}
 	var results []applied
 	if dryRun {
 		results = a.dryRun(ctx)
@@ -124,6 +140,7 @@ type applier struct {
 	snapshot string
 	level    slog.Level
 	out      io.Writer
+	bus      *natsapi.Client // moves go to the targets' sidecars; nil: run here
 
 	mu sync.Mutex // serializes plain progress lines
 }
@@ -270,7 +287,7 @@ func (a *applier) run(ctx context.Context) []applied {
 	return results
 }
 
-// one checks and runs move i.
+// one checks and runs move i, here or on its target's sidecar.
 func (a *applier) one(ctx context.Context, i int, bars *mpb.Progress, logger *slog.Logger) applied {
 	m := a.plan.Moves[i]
 	r := applied{N: i + 1, Move: m}
@@ -279,15 +296,15 @@ func (a *applier) one(ctx context.Context, i int, bars *mpb.Progress, logger *sl
 		r.Result, r.Err = resultSkipped, "cancelled before it started"
 		return r
 	}
-	if err := a.check(ctx, m); err != nil {
-		r.Result, r.Err = resultStale, err.Error()
-		a.line(bars, "%s: refused: %v", name, err)
-		return r
+	// Over NATS, the target's sidecar checks that the slots are still the
+	// source's (the request names it).
+	if a.bus == nil {
+		if err := a.check(ctx, m); err != nil {
+			r.Result, r.Err = resultStale, err.Error()
+			a.line(bars, "%s: refused: %v", name, err)
+			return r
+		}
 	}
-	set, _ := slots.Parse(m.Slots)
-	src, _ := a.cf.conn(m.Source)
-	tgt, _ := a.cf.conn(m.Target)
-	opts := mover.Options{Source: src, Target: tgt, Slots: set, Logger: logger, Snapshot: a.snapshot}
 
 	var mu sync.Mutex
 	var last mover.Progress
@@ -307,7 +324,7 @@ func (a *applier) one(ctx context.Context, i int, bars *mpb.Progress, logger *sl
 	}
 	var lastLine time.Time
 	var lastPhase mover.Phase
-	opts.Progress = func(p mover.Progress) {
+	progress := func(p mover.Progress) {
 		mu.Lock()
 		last = p
 		mu.Unlock()
@@ -320,28 +337,101 @@ func (a *applier) one(ctx context.Context, i int, bars *mpb.Progress, logger *sl
 			a.line(nil, "%s: %s, keys %d/%d, %s", name, p.Phase, p.KeysCopied, m.Keys, p.Elapsed.Truncate(100*time.Millisecond))
 		}
 	}
-	sum, err := mover.Run(ctx, opts)
-	r.Result, r.Keys, r.Total, r.Pause, r.Repair = sum.Result, sum.KeysCopied, sum.TotalMS, sum.PauseMS, sum.Repair
-	if err != nil {
-		r.Err = err.Error()
+	var phase mover.Phase
+	if a.bus != nil {
+		phase = a.remote(ctx, &r, progress)
+	} else {
+		phase = a.local(ctx, &r, logger, progress)
 	}
 	// The line first: once the last bar ends, the bars print no more.
-	if err != nil {
-		a.line(bars, "%s: %s: %v", name, sum.Result, err)
+	if r.Err != "" {
+		a.line(bars, "%s: %s: %s", name, r.Result, r.Err)
 	} else {
-		a.line(bars, "%s: %s: %d keys, pause %.1f ms, total %d ms", name, sum.Result, sum.KeysCopied, sum.PauseMS, sum.TotalMS)
+		a.line(bars, "%s: %s: %d keys, pause %.1f ms, total %d ms", name, r.Result, r.Keys, r.Pause, r.Total)
 	}
 	if bar != nil {
 		mu.Lock()
-		last.Phase, last.KeysCopied = sum.Phase, sum.KeysCopied
+		last.Phase, last.KeysCopied = phase, r.Keys
 		mu.Unlock()
-		if sum.Result == mover.ResultMoved {
+		if r.Result == mover.ResultMoved {
 			bar.SetTotal(-1, true)
 		} else {
 			bar.Abort(false)
 		}
 	}
 	return r
+}
+
+// local runs r's move here, and returns its last phase.
+func (a *applier) local(ctx context.Context, r *applied, logger *slog.Logger, progress func(mover.Progress)) mover.Phase {
+	m := r.Move
+	set, _ := slots.Parse(m.Slots)
+	src, _ := a.cf.conn(m.Source)
+	tgt, _ := a.cf.conn(m.Target)
+	opts := mover.Options{Source: src, Target: tgt, Slots: set, Logger: logger, Snapshot: a.snapshot, Progress: progress}
+	sum, err := mover.Run(ctx, opts)
+	r.Result, r.Keys, r.Total, r.Pause, r.Repair = sum.Result, sum.KeysCopied, sum.TotalMS, sum.PauseMS, sum.Repair
+	if err != nil {
+		r.Err = err.Error()
+	}
+	return sum.Phase
+}
+
+// remote asks r's target's sidecar to import the slots from r's source,
+// follows the task until it ends, and returns its last phase. Cancelled,
+// it cancels the task and waits for its end (a task past its source's
+// release finishes).
+func (a *applier) remote(ctx context.Context, r *applied, progress func(mover.Progress)) mover.Phase {
+	m := r.Move
+	tasks, err := a.bus.Import(ctx, m.TargetID, natsapi.ImportRequest{Slots: m.Slots, Source: m.SourceID, Snapshot: a.snapshot})
+	var refused *natsapi.Error
+	switch {
+	case errors.As(err, &refused) && (refused.Code == "stale" || refused.Code == "owned_here" || refused.Code == "unowned"):
+		r.Result, r.Err = resultStale, "the plan is stale: "+refused.Message+"; plan again"
+		return mover.PhasePreflight
+	case err != nil:
+		r.Result, r.Err = resultRefused, fmt.Sprintf("the sidecar of %s (%s): %v", m.Target, m.TargetID, err)
+		return mover.PhasePreflight
+	case len(tasks) != 1:
+		r.Result, r.Err = resultRefused, fmt.Sprintf("the sidecar of %s started %d tasks for one source", m.Target, len(tasks))
+		return mover.PhasePreflight
+	}
+	t := tasks[0]
+	r.Task = t.ID
+	follow := context.WithoutCancel(ctx) // to see the end of a cancelled task
+	cancelled, failures := false, 0
+	for deadline := time.Now().Add(24 * time.Hour); !t.Over() && time.Now().Before(deadline); {
+		select {
+		case <-ctx.Done():
+			if !cancelled {
+				cancelled = true
+				// Refused when the task is past its source's release (it
+				// finishes) or over: either way, its end is what follows.
+				a.bus.Cancel(follow, m.TargetID, t.ID)
+				deadline = time.Now().Add(shutdownGrace)
+			}
+		case <-time.After(250 * time.Millisecond):
+		}
+		got, err := a.bus.Status(follow, m.TargetID, t.ID)
+		if err != nil || len(got) != 1 {
+			// The task goes on without us; a sidecar gone for a minute is
+			// reported, and `slotmover status` follows the task from there.
+			if failures++; failures > 240 {
+				r.Result, r.Err = resultLost, fmt.Sprintf("task %s on %s: no status for a minute (%v): it may still run (slotmover status %s --nats …)", t.ID, m.TargetID, err, t.ID)
+				return mover.Phase(t.Phase)
+			}
+			continue
+		}
+		failures, t = 0, got[0]
+		progress(mover.Progress{Phase: mover.Phase(t.Phase), KeysCopied: t.KeysCopied, Elapsed: time.Since(t.StartTime)})
+	}
+	if !t.Over() {
+		r.Result, r.Err = resultLost, fmt.Sprintf("task %s on %s still running", t.ID, m.TargetID)
+		return mover.Phase(t.Phase)
+	}
+	r.Result, r.Keys, r.Pause, r.Err = t.Result, t.KeysCopied, t.WritePauseMS, t.LastError
+	r.Total = t.EndTime.Sub(t.StartTime).Milliseconds()
+	return mover.Phase(t.Phase)
 }
 
 // line prints one progress line: above the bars on a terminal, else on
@@ -385,7 +475,11 @@ func printApplied(w io.Writer, results []applied, dryRun bool) {
 	tw.Flush()
 	for _, r := range results {
 		if r.Err != "" {
-			fmt.Fprintf(w, "move %d (%s → %s, slots %s): %s: %s\n", r.N, r.Move.Source, r.Move.Target, r.Move.Slots, r.Result, r.Err)
+			task := ""
+			if r.Task != "" {
+				task = ", task " + r.Task
+			}
+			fmt.Fprintf(w, "move %d (%s → %s, slots %s%s): %s: %s\n", r.N, r.Move.Source, r.Move.Target, r.Move.Slots, task, r.Result, r.Err)
 		}
 		if len(r.Repair) > 0 {
 			fmt.Fprintf(w, "  to repair:\n    %s\n", strings.Join(r.Repair, "\n    "))

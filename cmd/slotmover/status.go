@@ -39,7 +39,7 @@ func (d *daemonFlags) register(fs *flag.FlagSet) {
 // as records of field → value.
 func (d *daemonFlags) ask(ctx context.Context, verb, id string) ([]map[string]any, error) {
 	if d.natsURL != "" || d.config != "" {
-		return d.askNATS(verb, id)
+		return d.askNATS(ctx, verb, id)
 	}
 	c := redis.NewClient(&redis.Options{Addr: d.admin, Password: d.password, DisableIdentity: true, MaxRetries: -1})
 	defer c.Close()
@@ -67,7 +67,9 @@ func (d *daemonFlags) ask(ctx context.Context, verb, id string) ([]map[string]an
 	return out, nil
 }
 
-func (d *daemonFlags) askNATS(verb, id string) ([]map[string]any, error) {
+// bus connects to NATS as --nats and --config say, and returns the
+// client for the sidecars' subjects.
+func (d *daemonFlags) bus(name string) (*natsapi.Client, error) {
 	n := config.NATS{Servers: []string{d.natsURL}}
 	if d.config != "" {
 		c, err := config.Load([]string{"--config", d.config}, nil)
@@ -83,30 +85,37 @@ func (d *daemonFlags) askNATS(verb, id string) ([]map[string]any, error) {
 			d.node = n.Alias
 		}
 	}
-	if d.node == "" {
-		return nil, errors.New("--node is required over NATS (or an alias in --config's file)")
-	}
-	nc, err := connectNATS(n, "slotmover "+verb, slog.New(slog.DiscardHandler))
+	nc, err := connectNATS(n, name, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return nil, err
 	}
-	defer nc.Close()
-	body, _ := json.Marshal(natsapi.TaskRequest{ID: id})
-	msg, err := nc.Request(d.prefix+"."+d.node+"."+verb, body, 10*time.Second)
+	return &natsapi.Client{NC: nc, Prefix: d.prefix}, nil
+}
+
+func (d *daemonFlags) askNATS(ctx context.Context, verb, id string) ([]map[string]any, error) {
+	bus, err := d.bus("slotmover " + verb)
 	if err != nil {
-		return nil, fmt.Errorf("%s to %s over NATS: %w", verb, d.node, err)
+		return nil, err
 	}
-	var r struct {
-		Tasks []map[string]any `json:"tasks"`
-		Error *natsapi.Error   `json:"error"`
+	defer bus.NC.Close()
+	if d.node == "" {
+		return nil, errors.New("--node is required over NATS (or an alias in --config's file)")
 	}
-	if err := json.Unmarshal(msg.Data, &r); err != nil {
-		return nil, fmt.Errorf("%s reply: %w", verb, err)
+	ask := bus.Status
+	if verb == "cancel" {
+		ask = bus.Cancel
 	}
-	if r.Error != nil {
-		return nil, fmt.Errorf("%s: %s", r.Error.Code, r.Error.Message)
+	tasks, err := ask(ctx, d.node, id)
+	if err != nil {
+		return nil, err
 	}
-	return r.Tasks, nil
+	// As records of field → value, like the admin port's replies.
+	var out []map[string]any
+	body, _ := json.Marshal(tasks)
+	if err := json.Unmarshal(body, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // parseAnywhere parses the flags wherever they stand among the positional
