@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -124,7 +123,7 @@ type writer struct {
 	acked   []int64
 	unknown []int64 // increments that failed: applied or not
 	errs    map[string]int
-	seen    *redirects
+	seen    *localcluster.Redirects
 	before  map[string]int64 // the servers' error statistics at the start
 	// tolerated errors of a kind, up to a count (see tolerate)
 	tolerated map[string]int
@@ -144,7 +143,7 @@ func startWriter(t *testing.T, c *localcluster.Cluster, maxOps int) *writer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, seen := redirectCountingClient(c)
+	cc, seen := localcluster.RedirectCountingClient(c)
 	ctx, cancel := context.WithTimeout(context.Background(), writerTimeout)
 	w := &writer{c: c, cc: cc, stop: cancel, acked: make([]int64, counters), unknown: make([]int64, counters),
 		errs: map[string]int{}, seen: seen, before: before, tolerated: map[string]int{}}
@@ -195,7 +194,7 @@ type writerVerdict struct {
 // verdict reads every counter (the writer must be halted) and the
 // servers' error statistics.
 func (w *writer) verdict(ctx context.Context) (writerVerdict, error) {
-	v := writerVerdict{errs: map[string]int{}, seen: w.seen.snapshot(), errorstat: map[string]int64{}}
+	v := writerVerdict{errs: map[string]int{}, seen: w.seen.Counts(), errorstat: map[string]int64{}}
 	for kind, n := range w.errs {
 		if n > w.tolerated[kind] {
 			v.errs[kind] = n
@@ -275,64 +274,4 @@ func (w *writer) finish(t *testing.T) (ops int64) {
 	}
 	t.Logf("writer: %d acknowledged writes, none lost; errors %v (tolerated %v); redirects seen %v", v.ops, w.errs, w.tolerated, v.seen)
 	return v.ops
-}
-
-// redirects counts the redirect and retry replies node clients get.
-type redirects struct {
-	mu     sync.Mutex
-	counts map[string]int64
-}
-
-func (r *redirects) note(err error) {
-	if err == nil {
-		return
-	}
-	kind, _, _ := strings.Cut(err.Error(), " ")
-	switch kind {
-	case "MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN":
-		r.mu.Lock()
-		r.counts[kind]++
-		r.mu.Unlock()
-	}
-}
-
-func (r *redirects) snapshot() map[string]int64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return maps.Clone(r.counts)
-}
-
-// redirectCountingClient is a cluster client over c whose node clients
-// count the redirect replies they get.
-func redirectCountingClient(c *localcluster.Cluster) (*redis.ClusterClient, *redirects) {
-	base := c.Client()
-	opts := *base.Options()
-	base.Close()
-	cc := redis.NewClusterClient(&opts)
-	seen := &redirects{counts: map[string]int64{}}
-	// Before the first command: node clients are made as they are needed.
-	cc.OnNewNode(func(n *redis.Client) { n.AddHook(redirectHook{seen}) })
-	return cc, seen
-}
-
-type redirectHook struct{ r *redirects }
-
-func (h redirectHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h redirectHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		h.r.note(err)
-		return err
-	}
-}
-
-func (h redirectHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		err := next(ctx, cmds)
-		for _, c := range cmds {
-			h.r.note(c.Err())
-		}
-		return err
-	}
 }

@@ -36,15 +36,15 @@ const (
 
 // applied is the outcome of one move of a plan.
 type applied struct {
-	N      int // 1-based, in the plan's order
-	Move   planner.Move
-	Result string
-	Err    string
-	Keys   int64
-	Total  int64 // ms
-	Pause  float64
-	Repair []string
-	Task   string // over NATS, the task's ID on the target's sidecar
+	N      int          `json:"n"` // 1-based, in the plan's order
+	Move   planner.Move `json:"move"`
+	Result string       `json:"result"`
+	Err    string       `json:"error,omitempty"`
+	Keys   int64        `json:"keys"`
+	Total  int64        `json:"total_ms"`
+	Pause  float64      `json:"pause_ms"`
+	Repair []string     `json:"repair,omitempty"`
+	Task   string       `json:"task,omitempty"` // over NATS, the task's ID on the target's sidecar
 }
 
 func applyCmd(args []string) int {
@@ -383,8 +383,19 @@ func (a *applier) local(ctx context.Context, r *applied, logger *slog.Logger, pr
 // release finishes).
 func (a *applier) remote(ctx context.Context, r *applied, progress func(mover.Progress)) mover.Phase {
 	m := r.Move
-	tasks, err := a.bus.Import(ctx, m.TargetID, natsapi.ImportRequest{Slots: m.Slots, Source: m.SourceID, Snapshot: a.snapshot})
+	req := natsapi.ImportRequest{Slots: m.Slots, Source: m.SourceID, Snapshot: a.snapshot}
+	tasks, err := a.bus.Import(ctx, m.TargetID, req)
 	var refused *natsapi.Error
+	// A sidecar at its tasks.max takes the move when one of its tasks ends.
+	for deadline := time.Now().Add(time.Hour); errors.As(err, &refused) && refused.Code == "too_many_tasks" && time.Now().Before(deadline); {
+		select {
+		case <-ctx.Done():
+			r.Result, r.Err = resultSkipped, "cancelled while the target's sidecar was busy"
+			return mover.PhasePreflight
+		case <-time.After(500 * time.Millisecond):
+		}
+		tasks, err = a.bus.Import(ctx, m.TargetID, req)
+	}
 	switch {
 	case errors.As(err, &refused) && (refused.Code == "stale" || refused.Code == "owned_here" || refused.Code == "unowned"):
 		r.Result, r.Err = resultStale, "the plan is stale: "+refused.Message+"; plan again"

@@ -2,74 +2,315 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/internal/config"
 	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/mover"
+	"github.com/slotmover/slotmover/natsapi"
+	"github.com/slotmover/slotmover/planner"
 )
 
-// demoCmd starts a local cluster of 4 masters (3 with all slots, 1 empty),
-// loads sample keys, moves slots to the empty master with a live writer
-// running, checks every write, and stops the cluster.
+// demoSummary is what the demo prints at the end (as JSON with --json).
+type demoSummary struct {
+	Moves       []applied        `json:"moves"`
+	Moved       int              `json:"moved"`
+	Seconds     float64          `json:"seconds"` // plan applied in
+	Writes      int              `json:"writes"`  // acknowledged by the workload during the moves
+	Lost        int              `json:"lost"`
+	Redirects   map[string]int64 `json:"redirects"` // replies the workload's client followed
+	KeysChecked int              `json:"keys_checked"`
+	KeysEqual   bool             `json:"keys_equal"`
+	Imbalance   [2]float64       `json:"imbalance"` // heaviest master / mean, before and after
+}
+
+// demoCmd shows slotmover as it is meant to run: a local cluster of 3
+// masters and an empty one, an embedded NATS server, a sidecar per master,
+// sample keys of every type with big ones, then `plan --add` for the
+// empty master applied through the sidecars while a workload writes, with
+// the live view, and a final table.
 func demoCmd(args []string) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	var f moveFlags
-	f.register(fs)
-	keys := fs.Int("keys", 100000, "sample keys to load")
-	if err := fs.Parse(append([]string{"--slots", "0-5460", "--json"}, args...)); err != nil {
+	keys := fs.Int("keys", 100_000, "plain sample keys (besides keys of every type and a big one of each collection type)")
+	bigElements := fs.Int("big-elements", 50_000, "elements of each big key")
+	parallel := fs.Int("parallel", 3, "moves at once (apply --parallel)")
+	keep := fs.Bool("keep", false, "leave the cluster, NATS and the sidecars running at the end, print how to reach them, and wait for Ctrl-C")
+	jsonOut := fs.Bool("json", false, "print the summary as JSON on stdout (the rest goes to stderr)")
+	if err := fs.Parse(args); err != nil {
+		return exitRefused
+	}
+	if *keys < 0 || *bigElements < 0 || *parallel < 1 {
+		fmt.Fprintln(os.Stderr, "slotmover demo: --keys and --big-elements must not be negative, --parallel at least 1")
 		return exitRefused
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	out := io.Writer(os.Stdout)
+	if *jsonOut {
+		out = os.Stderr
+	}
+	sum, d, err := runDemo(ctx, out, *keys, *bigElements, *parallel)
+	if d != nil {
+		defer d.stop()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
+		return exitFailed
+	}
+	if *jsonOut {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(sum)
+	}
+	if *keep {
+		d.printHowToConnect(os.Stderr)
+		<-ctx.Done()
+		fmt.Fprintln(os.Stderr, "demo: stopping")
+	}
+	if sum.Moved != len(sum.Moves) || sum.Lost > 0 || !sum.KeysEqual {
+		return exitFailed
+	}
+	return exitMoved
+}
+
+// demo is what the demo started: stop ends it all.
+type demo struct {
+	dir      string
+	cluster  *localcluster.Cluster
+	nats     *server.Server
+	sidecars []demoSidecar
+	stopSide context.CancelFunc
+	wg       sync.WaitGroup // the sidecars' goroutines
+}
+
+type demoSidecar struct {
+	node, id, alias, admin, metrics, log string
+}
+
+func (d *demo) stop() {
+	if d.stopSide != nil {
+		d.stopSide()
+		d.wg.Wait()
+	}
+	if d.nats != nil {
+		d.nats.Shutdown()
+		d.nats.WaitForShutdown()
+	}
+	if d.cluster != nil {
+		d.cluster.Stop()
+	}
+	os.RemoveAll(d.dir)
+}
+
+func runDemo(ctx context.Context, out io.Writer, keys, bigElements, parallel int) (*demoSummary, *demo, error) {
+	say := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "demo: "+format+"\n", args...) }
 	dir, err := os.MkdirTemp("", "slotmover-demo-")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return exitFailed
+		return nil, nil, err
 	}
-	defer os.RemoveAll(dir)
+	d := &demo{dir: dir}
+	say("starting 4 redis-server masters on loopback (3 with all the slots, 1 empty)…")
+	if d.cluster, err = localcluster.StartCluster(ctx, dir, []string{"0-5460", "5461-10922", "10923-16383", ""}, localcluster.Options{}); err != nil {
+		return nil, d, err
+	}
+	c := d.cluster
+	say("starting an embedded NATS server and a slotmover sidecar beside each master…")
+	if d.nats, err = server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: filepath.Join(dir, "nats"), NoLog: true, NoSigs: true}); err != nil {
+		return nil, d, fmt.Errorf("NATS server: %w", err)
+	}
+	d.nats.Start()
+	if !d.nats.ReadyForConnections(10 * time.Second) {
+		return nil, d, errors.New("the NATS server did not start")
+	}
+	if err := d.startSidecars(); err != nil {
+		return nil, d, err
+	}
 
-	fmt.Fprintln(os.Stderr, "demo: starting 4 redis-server masters on loopback…")
-	c, err := localcluster.StartCluster(ctx, dir, []string{"0-5460", "5461-10922", "10923-16383", ""}, localcluster.Options{})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
-		return exitFailed
-	}
-	defer c.Stop()
 	cc := c.Client()
 	defer cc.Close()
-	fmt.Fprintf(os.Stderr, "demo: loading %d keys…\n", *keys)
-	if err := loadSample(ctx, cc, *keys); err != nil {
-		fmt.Fprintf(os.Stderr, "demo: load: %v\n", err)
-		return exitFailed
+	say("loading %d keys, keys of every type, and a big list, set, hash, sorted set and stream of %d elements…", keys, bigElements)
+	if err := loadSample(ctx, cc, keys); err != nil {
+		return nil, d, fmt.Errorf("load: %w", err)
 	}
-	f.opts.Source.Addr, f.opts.Target.Addr = c.Nodes[0].Addr, c.Nodes[3].Addr
-	if err := f.resolve(); err != nil {
-		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
-		return exitRefused
+	typed, err := localcluster.FillEveryType(ctx, cc, "demo", localcluster.FillOptions{Small: 20, BigElements: bigElements, TTL: time.Hour, Seed: 1})
+	if err != nil {
+		return nil, d, fmt.Errorf("load: %w", err)
 	}
-	fmt.Fprintf(os.Stderr, "demo: moving slots %s from %s to %s while a client writes…\n", f.slotSpec, f.opts.Source.Addr, f.opts.Target.Addr)
+	before, err := localcluster.Capture(ctx, cc, typed)
+	if err != nil {
+		return nil, d, fmt.Errorf("read the sample keys: %w", err)
+	}
+
+	view, err := planner.Gather(ctx, cluster.Conn{Addr: c.Nodes[0].Addr}, planner.GatherOptions{By: planner.ByKeys})
+	if err != nil {
+		return nil, d, fmt.Errorf("read the cluster: %w", err)
+	}
+	p, err := planner.Make(view, planner.Request{Mode: planner.Add, Nodes: []string{c.Nodes[3].Addr}, By: planner.ByKeys})
+	if err != nil {
+		return nil, d, fmt.Errorf("plan: %w", err)
+	}
+	fmt.Fprintf(out, "\n$ slotmover plan --cluster %s --add %s\n", c.Nodes[0].Addr, c.Nodes[3].Addr)
+	printPlan(out, p)
+
+	nc, err := nats.Connect(d.nats.ClientURL(), nats.Name("slotmover demo"))
+	if err != nil {
+		return nil, d, fmt.Errorf("NATS: %w", err)
+	}
+	defer nc.Close()
+	wc, seen := localcluster.RedirectCountingClient(c)
+	defer wc.Close()
 	wctx, stopWriter := context.WithCancel(ctx)
 	written := make(chan int)
-	go func() { written <- writeCounters(wctx, cc) }()
-	code := runMove(ctx, &f, os.Stdout, os.Stderr)
+	go func() { written <- writeCounters(wctx, wc) }()
+
+	fmt.Fprintf(out, "\n$ slotmover apply plan.json --nats %s --parallel %d    # while a client writes\n", d.nats.ClientURL(), parallel)
+	a := &applier{plan: p, parallel: parallel, out: out, bus: &natsapi.Client{NC: nc}}
+	start := time.Now()
+	results := a.run(ctx)
+	took := time.Since(start)
 	stopWriter()
-	n := <-written
-	lost, err := checkCounters(ctx, cc, n)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "demo: check: %v\n", err)
-		return exitFailed
+	sum := &demoSummary{Moves: results, Seconds: took.Seconds(), Writes: <-written, Redirects: seen.Counts(), KeysChecked: len(typed)}
+	printApplied(out, results, false)
+	for _, r := range results {
+		if r.Result == mover.ResultMoved {
+			sum.Moved++
+		}
 	}
-	fmt.Fprintf(os.Stderr, "demo: %d acknowledged writes during the move, %d lost\n", n, lost)
-	if lost > 0 && code == exitMoved {
-		return exitFailed
+	if sum.Lost, err = checkCounters(ctx, cc, sum.Writes); err != nil {
+		return nil, d, fmt.Errorf("check the workload's writes: %w", err)
 	}
-	return code
+	cerr := before.Compare(ctx, cc)
+	sum.KeysEqual = cerr == nil
+	sum.Imbalance[0] = p.Before.Imbalance
+	if sum.Imbalance[1], err = keyImbalance(ctx, c); err != nil {
+		return nil, d, err
+	}
+
+	fmt.Fprintf(out, "\ndemo: %d of %d moves moved in %.1f s; masters' keys heaviest/mean %.2f before, %.2f after\n",
+		sum.Moved, len(results), sum.Seconds, sum.Imbalance[0], sum.Imbalance[1])
+	fmt.Fprintf(out, "demo: the workload: %d acknowledged writes during the moves, %d lost; replies its client followed: %s\n",
+		sum.Writes, sum.Lost, redirectLine(sum.Redirects))
+	if cerr != nil {
+		fmt.Fprintf(out, "demo: the sample keys differ after the moves: %v\n", cerr)
+	} else {
+		fmt.Fprintf(out, "demo: all %d sample keys of every type (with their TTLs and the big ones) are as they were\n", sum.KeysChecked)
+	}
+	return sum, d, nil
+}
+
+// startSidecars runs a sidecar beside each master, in this process, as
+// `slotmover serve` would, and waits until each serves.
+func (d *demo) startSidecars() error {
+	sctx, cancel := context.WithCancel(context.Background())
+	d.stopSide = cancel
+	type started struct {
+		i              int
+		admin, metrics string
+		err            error
+	}
+	ready := make(chan started, len(d.cluster.Nodes))
+	for i, n := range d.cluster.Nodes {
+		cfg := config.Defaults()
+		cfg.Node.Address = n.Addr
+		cfg.Admin.Listen, cfg.Metrics.Listen = "127.0.0.1:0", "127.0.0.1:0"
+		cfg.NATS.Servers = []string{d.nats.ClientURL()}
+		cfg.NATS.Alias = fmt.Sprintf("master-%d", i+1)
+		logPath := filepath.Join(d.dir, fmt.Sprintf("sidecar-%d.log", i+1))
+		f, err := os.Create(logPath)
+		if err != nil {
+			return err
+		}
+		d.sidecars = append(d.sidecars, demoSidecar{node: n.Addr, id: d.cluster.IDs[i], alias: cfg.NATS.Alias, log: logPath})
+		log := slog.New(slog.NewTextHandler(f, nil))
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			defer f.Close()
+			err := serve(sctx, cfg, log, func(admin, metrics string) { ready <- started{i: i, admin: admin, metrics: metrics} })
+			if err != nil {
+				ready <- started{i: i, err: err}
+			}
+		}()
+	}
+	deadline := time.After(30 * time.Second)
+	for range d.cluster.Nodes {
+		select {
+		case s := <-ready:
+			if s.err != nil {
+				return fmt.Errorf("sidecar of %s: %w", d.sidecars[s.i].node, s.err)
+			}
+			d.sidecars[s.i].admin, d.sidecars[s.i].metrics = s.admin, s.metrics
+		case <-deadline:
+			return errors.New("the sidecars did not start within 30 s")
+		}
+	}
+	return nil
+}
+
+func (d *demo) printHowToConnect(w io.Writer) {
+	c := d.cluster
+	fmt.Fprintf(w, "\nThe demo keeps running; Ctrl-C stops it and removes %s.\n\n", d.dir)
+	fmt.Fprintf(w, "  the cluster:   redis-cli -c -p %d\n", c.Nodes[0].Port)
+	fmt.Fprintf(w, "  NATS:          %s (subjects slotmover.<node>.import|status|cancel|ping, events on slotmover.events.<node ID>.<task>)\n", d.nats.ClientURL())
+	fmt.Fprintln(w, "  sidecars:")
+	for _, s := range d.sidecars {
+		fmt.Fprintf(w, "    %s  %s (%s)\n", s.alias, s.node, s.id)
+		fmt.Fprintf(w, "      admin port:  redis-cli -p %s CLUSTER MIGRATION STATUS ALL\n", portOf(s.admin))
+		fmt.Fprintf(w, "      over NATS:   slotmover status --nats %s --node %s\n", d.nats.ClientURL(), s.alias)
+		fmt.Fprintf(w, "      metrics:     http://%s/metrics\n", s.metrics)
+		fmt.Fprintf(w, "      log:         %s\n", s.log)
+	}
+	fmt.Fprintf(w, "\n  plan again:    slotmover plan --cluster %s --rebalance -o plan.json\n", c.Nodes[0].Addr)
+	fmt.Fprintf(w, "  apply it:      slotmover apply plan.json --nats %s\n", d.nats.ClientURL())
+}
+
+func portOf(addr string) string {
+	_, port, _ := strings.Cut(addr, ":")
+	return port
+}
+
+// keyImbalance is the heaviest master's key count over the masters' mean.
+func keyImbalance(ctx context.Context, c *localcluster.Cluster) (float64, error) {
+	var total, heaviest int64
+	for _, n := range c.Nodes {
+		cl := n.Client()
+		k, err := cl.DBSize(ctx).Result()
+		cl.Close()
+		if err != nil {
+			return 0, fmt.Errorf("DBSIZE on %s: %w", n.Addr, err)
+		}
+		total += k
+		heaviest = max(heaviest, k)
+	}
+	if total == 0 {
+		return 1, nil
+	}
+	return float64(heaviest) * float64(len(c.Nodes)) / float64(total), nil
+}
+
+func redirectLine(r map[string]int64) string {
+	var parts []string
+	for _, k := range []string{"MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"} {
+		parts = append(parts, fmt.Sprintf("%s %d", k, r[k]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func loadSample(ctx context.Context, cc *redis.ClusterClient, n int) error {

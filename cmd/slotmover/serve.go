@@ -49,16 +49,18 @@ func serveCmd(args []string) int {
 		fmt.Fprintln(os.Stderr, "slotmover serve:", err)
 		return exitRefused
 	}
-	if err := serve(c, log); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := serve(ctx, c, log, nil); err != nil {
 		log.Error("slotmover serve: " + err.Error())
 		return exitRefused
 	}
 	return 0
 }
 
-func serve(c *config.Serve, log *slog.Logger) error {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
+// serve runs the sidecar until ctx ends. ready, if not nil, is called
+// with the admin and metrics ports' addresses once they serve.
+func serve(ctx context.Context, c *config.Serve, log *slog.Logger, ready func(admin, metrics string)) error {
 	node, err := c.Node.Conn()
 	if err != nil {
 		return err
@@ -163,6 +165,13 @@ func serve(c *config.Serve, log *slog.Logger) error {
 	}()
 	log.Info("serving", "node", node.Addr, "node_id", top.Myself.ID, "admin", adminLn.Addr().String(),
 		"metrics", c.Metrics.Listen, "nats", strings.Join(c.NATS.Servers, ","), "max_tasks", c.Tasks.Max)
+	if ready != nil {
+		metricsAddr := ""
+		if metricsLn != nil {
+			metricsAddr = metricsLn.Addr().String()
+		}
+		ready(adminLn.Addr().String(), metricsAddr)
+	}
 
 	<-ctx.Done()
 	log.Info("stopping: no new tasks; copies roll back, cutovers finish")
