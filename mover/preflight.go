@@ -82,6 +82,9 @@ func preflight(ctx context.Context, o Options) (_ *participants, err error) {
 		if cmd := builtInMigration(ctx, n.c); cmd != "" {
 			return nil, refuse("%s %s has atomic slot migration built in (%s): use it; slotmover moves slots for servers without it", n.role, n.c.Options().Addr, cmd)
 		}
+		if err := clusterStateOK(ctx, n.c, n.role); err != nil {
+			return nil, err
+		}
 	}
 	if missing := notOwned(srcTop.Myself, set); missing != "" {
 		return nil, refuse("source %s does not own slots %s", source.Addr, missing)
@@ -163,6 +166,20 @@ func reach(ctx context.Context, c *redis.Client, role string) (*cluster.Topology
 		return nil, refuse("cannot read the cluster from %s %s: %w", role, addr, err)
 	}
 	return top, nil
+}
+
+// clusterStateOK refuses a node whose own view of the cluster is failed: it
+// answers CLUSTERDOWN to the commands a move sends it. A node added moments
+// ago is one, for the few seconds it takes to learn the slots' owners.
+func clusterStateOK(ctx context.Context, c *redis.Client, role string) error {
+	text, err := c.ClusterInfo(ctx).Result()
+	if err != nil {
+		return refuse("CLUSTER INFO on %s %s: %w", role, c.Options().Addr, err)
+	}
+	if state := info.Parse(text)["cluster_state"]; state != "ok" {
+		return refuse("%s %s reports cluster_state:%s (a node that just joined takes a few seconds to learn the cluster; see CLUSTER INFO and redis-cli --cluster check)", role, c.Options().Addr, state)
+	}
+	return nil
 }
 
 func notOwned(n *cluster.Node, set *slots.Set) string {

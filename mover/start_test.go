@@ -112,3 +112,36 @@ func TestMoveRefusesANodeOutOfClusterMode(t *testing.T) {
 		t.Fatalf("move to a standalone server: %s, %v", sum.Result, err)
 	}
 }
+
+// A target whose own view of the cluster is failed (here a slot it sees
+// unassigned; a node added moments ago is another) would answer CLUSTERDOWN
+// to the move's commands: it is refused before anything is changed.
+func TestMoveRefusesATargetWithClusterDown(t *testing.T) {
+	cl := harness.ClusterT(t, []string{"0-8191", "8192-16383", ""}, localcluster.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	target := cl.Nodes[2].Client()
+	defer target.Close()
+	if err := target.Do(ctx, "CLUSTER", "DELSLOTS", 9000).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for target.ClusterInfo(ctx).Val() == "" || strings.Contains(target.ClusterInfo(ctx).Val(), "cluster_state:ok") {
+		if ctx.Err() != nil {
+			t.Fatal("the target's cluster_state stayed ok with a slot unassigned")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	set := slots.NewSet(slots.Range{Start: 0, End: 9})
+	sum, err := Run(ctx, Options{Source: Conn{Addr: cl.Nodes[0].Addr}, Target: Conn{Addr: cl.Nodes[2].Addr}, Slots: set})
+	var refused *InputError
+	if !errors.As(err, &refused) || sum.Result != ResultRefused || !strings.Contains(err.Error(), "target "+cl.Nodes[2].Addr+" reports cluster_state:fail") {
+		t.Fatalf("move to a target with cluster_state:fail: %s, %v", sum.Result, err)
+	}
+	top, err := cluster.Load(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(top.Myself.Importing) != 0 {
+		t.Fatalf("the refused move left importing marks on the target: %v", top.Myself.Importing)
+	}
+}
