@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -165,11 +166,24 @@ func statusCmd(args []string) int {
 		if source == nil || source == "" {
 			source = t["source"]
 		}
-		fmt.Fprintf(tw, "%v\t%v\t%v\t%v\t%v\t%v\t%v\t%v\t%v\n", t["id"], t["slots"], source, t["state"], t["phase"],
-			t["keys_copied"], t["lag_bytes"], t["write_pause_ms"], t["last_error"])
+		pause := cell(t["write_pause_ms"])
+		if ms, err := strconv.ParseFloat(pause, 64); err == nil {
+			pause = strconv.FormatFloat(ms, 'f', 1, 64)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(t["id"]), cell(t["slots"]), cell(source), cell(t["state"]), cell(t["phase"]),
+			cell(t["keys_copied"]), cell(t["lag_bytes"]), pause, cell(t["last_error"]))
 	}
 	tw.Flush()
 	return 0
+}
+
+// cell is a record's field as the table shows it: a field the record lacks
+// (NATS's JSON leaves out an empty error) is blank.
+func cell(v any) string {
+	if v == nil {
+		return ""
+	}
+	return fmt.Sprint(v)
 }
 
 // cancelCmd cancels one task of a sidecar, or all with --all.
