@@ -316,8 +316,9 @@ func (a *applier) one(ctx context.Context, i int, bars *mpb.Progress, logger *sl
 			mpb.AppendDecorators(decor.Any(func(decor.Statistics) string {
 				mu.Lock()
 				defer mu.Unlock()
-				return fmt.Sprintf("%-9s keys %d/%d  %s", last.Phase, last.KeysCopied, m.Keys, last.Elapsed.Truncate(100*time.Millisecond))
-			})))
+				return fmt.Sprintf("%-9s keys %d/%d  %.1f  %s", last.Phase, last.KeysCopied, m.Keys,
+					decor.SizeB1024(last.BytesCopied), last.Elapsed.Truncate(100*time.Millisecond))
+			}), decor.Name("  ETA "), decor.OnComplete(decor.AverageETA(decor.ET_STYLE_GO), "done")))
 		bar.SetTotal(max(m.Keys, 1), false)
 	} else {
 		a.line(nil, "%s: slots %s (%d keys expected): started", name, m.Slots, m.Keys)
@@ -334,7 +335,7 @@ func (a *applier) one(ctx context.Context, i int, bars *mpb.Progress, logger *sl
 		}
 		if p.Phase != lastPhase || time.Since(lastLine) >= 5*time.Second {
 			lastPhase, lastLine = p.Phase, time.Now()
-			a.line(nil, "%s: %s, keys %d/%d, %s", name, p.Phase, p.KeysCopied, m.Keys, p.Elapsed.Truncate(100*time.Millisecond))
+			a.line(nil, "%s: %s, keys %d/%d, %.1f, %s", name, p.Phase, p.KeysCopied, m.Keys, decor.SizeB1024(p.BytesCopied), p.Elapsed.Truncate(100*time.Millisecond))
 		}
 	}
 	var phase mover.Phase
@@ -434,7 +435,7 @@ func (a *applier) remote(ctx context.Context, r *applied, progress func(mover.Pr
 			continue
 		}
 		failures, t = 0, got[0]
-		progress(mover.Progress{Phase: mover.Phase(t.Phase), KeysCopied: t.KeysCopied, Elapsed: time.Since(t.StartTime)})
+		progress(mover.Progress{Phase: mover.Phase(t.Phase), KeysCopied: t.KeysCopied, BytesCopied: t.BytesCopied, Elapsed: time.Since(t.StartTime)})
 	}
 	if !t.Over() {
 		r.Result, r.Err = resultLost, fmt.Sprintf("task %s on %s still running", t.ID, m.TargetID)
