@@ -34,7 +34,9 @@ type Config struct {
 	// KeepSourceConfig leaves the source's settings alone. By default
 	// repl-diskless-sync-delay is set to 0 (the 5 s default would delay every
 	// move by that much) and rdbcompression to no for the sync, and both are
-	// restored once the snapshot has arrived.
+	// restored once the snapshot has arrived; with From (the keys path, whose
+	// reads DUMP every key: with compression on, a DUMP of an incompressible
+	// value costs the source 5× as much), once the link is closed.
 	KeepSourceConfig bool
 
 	// Applied, if set, is the offset through which the consumer has done
@@ -122,7 +124,7 @@ func Open(ctx context.Context, cfg Config) (*Link, error) {
 		kick:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 	}
-	if !cfg.KeepSourceConfig && cfg.From == nil {
+	if !cfg.KeepSourceConfig {
 		lease, err := tuneSource(ctx, cfg, l.log)
 		if err != nil {
 			return nil, err

@@ -471,6 +471,15 @@ func TestPartialSyncContinuesTheHistory(t *testing.T) {
 	if n := forks(); n != forksBefore {
 		t.Fatalf("the source forked %d times for a partial sync", n-forksBefore)
 	}
+	// The keys path DUMPs every key it reads: compression stays off while
+	// the link is open, and is restored when it closes.
+	if got := c.ConfigGet(ctx, "rdbcompression").Val()["rdbcompression"]; got != "no" {
+		t.Fatalf("rdbcompression %q during a partial sync, want no", got)
+	}
+	l.Close()
+	if got := c.ConfigGet(ctx, "rdbcompression").Val()["rdbcompression"]; got != "yes" {
+		t.Fatalf("rdbcompression %q after the partial sync's link closed, want yes", got)
+	}
 
 	// A point the source does not hold is refused, not turned into a full sync.
 	bad := *from

@@ -14,7 +14,7 @@ import (
 // for the sync only: no 5 s wait for other replicas before a diskless sync
 // starts, and no LZF compression of the snapshot, which costs the source
 // more CPU than the bytes it saves on a local network (and is attempted,
-// mostly in vain, on every value of more than 20 bytes).
+// mostly in vain, on every value of more than 20 bytes; DUMP tries it too).
 var syncOverrides = []string{"repl-diskless-sync-delay", "0", "rdbcompression", "no"}
 
 // configLease is this process's hold on the source's overridden settings.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -53,6 +54,7 @@ median of --runs runs.
 	fs.DurationVar(&cfg.MoveTimeout, "move-timeout", bench.DefaultMoveTimeout, "give up a move after this long")
 	jsonOut := fs.Bool("json", false, "print the report as JSON instead of a table")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the moves, the fills and the checks; not the servers) to this `file`, for go tool pprof")
 	if err := fs.Parse(args); err != nil {
 		return exitRefused
 	}
@@ -72,6 +74,18 @@ median of --runs runs.
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "slotmover bench: CPU profile: %v\n", err)
+			return exitRefused
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, err := bench.Run(ctx, cfg)
