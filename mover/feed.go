@@ -487,7 +487,7 @@ func (f *feeder) resync(ctx context.Context, slot uint16, keys [][]byte) error {
 	}
 	// Whole, whatever their size (as a replica would have them): DUMP and
 	// PTTL only, not sized first.
-	if _, err := f.read(ctx, slot, names, slotread.Limits{Budget: math.MaxInt64, Known: true}, false); err != nil {
+	if _, err := f.readBatches(ctx, []uint16{slot}, [][]string{names}, false); err != nil {
 		return fmt.Errorf("resync of %d keys from the source: %w", len(keys), err)
 	}
 	f.stats.resynced.Add(int64(len(keys)))
@@ -518,6 +518,46 @@ func (f *feeder) read(ctx context.Context, slot uint16, keys []string, lim slotr
 	}
 	f.deferredCount.Store(int64(len(f.deferred)))
 	return got, nil
+}
+
+// readBatches reads batches of keys, each of one slot, in transactions
+// (slotread.ReadTx) made in one round trip, and defers each batch's keys to
+// its marker. It returns how many batches ran, the first ones: the others'
+// keys were not read (a node down for a moment refused them), and are to be
+// read again.
+func (f *feeder) readBatches(ctx context.Context, slotOf []uint16, batches [][]string, snapshot bool) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	reads := make([]*pendingRead, len(batches))
+	txs := make([]slotread.Batch, len(batches))
+	for i, keys := range batches {
+		reads[i] = f.newRead(slotOf[i], snapshot)
+		txs[i] = slotread.Batch{Keys: keys, Marker: string(reads[i].marker), Nonce: f.nonce(reads[i])}
+	}
+	var got [][]slotread.Key
+	var rest error // why the batches after those that ran did not
+	err := cluster.WhileDown(ctx, func() (err error) {
+		// Only a call of which no batch ran may be made again as it is.
+		if got, err = slotread.ReadTx(ctx, f.source, txs); len(got) > 0 {
+			rest, err = err, nil
+		}
+		return err
+	})
+	for i, r := range reads {
+		if i >= len(got) {
+			f.dropRead(r)
+			continue
+		}
+		r.keys = got[i]
+		for _, k := range got[i] {
+			f.deferred[k.Name] = r.id
+		}
+	}
+	f.deferredCount.Store(int64(len(f.deferred)))
+	if err == nil && rest != nil && !cluster.IsDown(rest) {
+		err = rest
+	}
+	return len(got), err
 }
 
 // newRead registers a read about to be made, with a marker in slot.

@@ -163,21 +163,62 @@ func (f *feeder) listNext(ctx context.Context) error {
 	return nil
 }
 
-// readNext reads the next batch of listed keys, as many as one call may.
-// A batch takes keys of the slots in the queue's order, of one slot only
-// unless the source lets a script read several (ks.lim.AnySlot), and all
-// known not to be big by the preflight's survey, or all not: those are
-// sized before they are read.
+// readNext reads the next listed keys: those the preflight's survey found
+// small by readSmall, any other (made since) by a script that sizes each
+// key before it reads it.
 func (f *feeder) readNext(ctx context.Context) error {
+	if _, small := f.keys.known.units(f.keys.queue[0].keys[0]); small {
+		return f.readSmall(ctx)
+	}
+	return f.readUnsized(ctx)
+}
+
+// readSmall reads surveyed keys from the head of the queue, about a
+// script call's worth (readKeysPerCall keys, readBudget units), in
+// transactions of a slot each, all in one round trip.
+func (f *feeder) readSmall(ctx context.Context) error {
 	ks := f.keys
-	known := ks.known.has(ks.queue[0].keys[0])
+	var slotOf []uint16
+	var batches [][]string
+	keys, used := 0, int64(0)
+queue:
+	for _, l := range ks.queue {
+		n := 0
+		for _, k := range l.keys {
+			u, small := ks.known.units(k)
+			if !small || keys == readKeysPerCall || (keys > 0 && used+u+1 > readBudget) {
+				if n > 0 {
+					slotOf, batches = append(slotOf, l.slot), append(batches, l.keys[:n])
+				}
+				break queue
+			}
+			n, keys, used = n+1, keys+1, used+u+1
+		}
+		slotOf, batches = append(slotOf, l.slot), append(batches, l.keys)
+	}
+	ran, err := f.readBatches(ctx, slotOf, batches, true)
+	for i := range ran {
+		ks.queue[i].keys = ks.queue[i].keys[len(batches[i]):]
+	}
+	ks.queue = slices.DeleteFunc(ks.queue, func(l listed) bool { return len(l.keys) == 0 })
+	if err != nil {
+		return fmt.Errorf("read keys of slot %d…: %w", slotOf[0], err)
+	}
+	return nil
+}
+
+// readUnsized reads keys the survey did not see from the head of the
+// queue, in one script call that sizes each (reporting big ones, to be
+// read in chunks) until its budget is spent: of one slot, or of several
+// if the source lets a script read them (ks.lim.AnySlot).
+func (f *feeder) readUnsized(ctx context.Context) error {
+	ks := f.keys
 	var batch []string
 	var slotOf []uint16
-	full := func() bool { return len(batch) == readKeysPerCall }
 queue:
 	for _, l := range ks.queue {
 		for _, k := range l.keys {
-			if full() || ks.known.has(k) != known {
+			if _, small := ks.known.units(k); small || len(batch) == readKeysPerCall {
 				break queue
 			}
 			batch = append(batch, k)
@@ -187,9 +228,7 @@ queue:
 			break
 		}
 	}
-	lim := ks.lim
-	lim.Known = known
-	got, err := f.read(ctx, slotOf[0], batch, lim, true)
+	got, err := f.read(ctx, slotOf[0], batch, ks.lim, true)
 	if err != nil {
 		return fmt.Errorf("read keys of slot %d…: %w", slotOf[0], err)
 	}
@@ -373,22 +412,23 @@ func positional(name string) bool {
 	return false
 }
 
-// keySet is a set of key names, kept by a hash of each (a collision only
-// reads a big key unsized: one long call, as for a key that grew since the
-// survey).
+// keySet holds key names with their size in units (elements, or 64-byte
+// units of a string), kept by a hash of each name (a collision reads a key
+// with the size of another: a batch a little over its budget).
 type keySet struct {
 	seed maphash.Seed
-	m    map[uint64]struct{}
+	m    map[uint64]int64
 }
 
-func newKeySet() *keySet { return &keySet{seed: maphash.MakeSeed(), m: map[uint64]struct{}{}} }
+func newKeySet() *keySet { return &keySet{seed: maphash.MakeSeed(), m: map[uint64]int64{}} }
 
-func (s *keySet) add(key string) { s.m[maphash.String(s.seed, key)] = struct{}{} }
+func (s *keySet) add(key string, units int64) { s.m[maphash.String(s.seed, key)] = units }
 
-func (s *keySet) has(key string) bool {
+// units reports the size of key, and whether the set has it.
+func (s *keySet) units(key string) (int64, bool) {
 	if s == nil {
-		return false
+		return 0, false
 	}
-	_, ok := s.m[maphash.String(s.seed, key)]
-	return ok
+	u, ok := s.m[maphash.String(s.seed, key)]
+	return u, ok
 }

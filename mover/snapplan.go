@@ -158,7 +158,7 @@ func planSnapshot(ctx context.Context, o Options, p *participants) (snapshotPlan
 		}
 		version = max(version, rdbparse.DumpVersion(sv.Sample))
 		for _, k := range sv.Small {
-			known.add(k)
+			known.add(k.Name, k.Units)
 		}
 	}
 	reason := fmt.Sprintf("the move takes %.1f%% of the source's keys", 100*share)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,4 +122,93 @@ func namesOf(keys []slotread.Key) []string {
 		out = append(out, k.Name)
 	}
 	return out
+}
+
+// Transactions read every key of their batch, gone ones reported, with
+// payloads that restore to the same values and TTLs; a batch refused (a key
+// of a slot the node does not serve) stops the reads there and names the
+// reason, the batches before it read; no marker is left behind; and the
+// survey gives each small key its size.
+func TestReadTxAndSurvey(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl := harness.ClusterT(t, []string{"0-8191", "8192-16383"}, localcluster.Options{})
+	c := cl.Nodes[0].Client()
+	defer c.Close()
+	// Two tags of the first node's slots, one of the second's.
+	var mine []string
+	other := ""
+	for i := 0; len(mine) < 2 || other == ""; i++ {
+		tag := fmt.Sprintf("{t%d}", i)
+		if slots.ForString(tag) <= 8191 {
+			mine = append(mine, tag)
+		} else if other == "" {
+			other = tag
+		}
+	}
+	a, b := mine[0], mine[1]
+	for i := range 20 {
+		c.Set(ctx, fmt.Sprint(a, "s", i), strings.Repeat("v", 64*i), 0)
+		c.Set(ctx, fmt.Sprint(b, "s", i), i, 0)
+	}
+	c.Set(ctx, a+"ttl", "v", time.Hour)
+	c.HSet(ctx, b+"h", "f1", "x", "f2", "y")
+
+	batchA := []string{a + "ttl", a + "gone"}
+	for i := range 20 {
+		batchA = append(batchA, fmt.Sprint(a, "s", i))
+	}
+	batchB := []string{b + "h", b + "s3"}
+	got, err := slotread.ReadTx(ctx, c, []slotread.Batch{
+		{Keys: batchA, Marker: a + "marker", Nonce: "n1"},
+		{Keys: batchB, Marker: b + "marker", Nonce: "n2"},
+		{Keys: []string{other + "x"}, Marker: other + "marker", Nonce: "n3"},
+		{Keys: []string{a + "s1"}, Marker: a + "marker", Nonce: "n4"},
+	})
+	if err == nil || !strings.Contains(err.Error(), "MOVED") || len(got) != 2 {
+		t.Fatalf("a batch of another node's slot: %d batches read, %v; want 2, and its MOVED", len(got), err)
+	}
+	if len(got[0]) != len(batchA) || len(got[1]) != len(batchB) {
+		t.Fatalf("read %d and %d keys, want %d and %d", len(got[0]), len(got[1]), len(batchA), len(batchB))
+	}
+	if k := got[0][1]; !k.Gone || k.Payload != nil {
+		t.Fatalf("gone key: %+v", k)
+	}
+	if at := got[0][0].ExpireAt; at < time.Now().Add(time.Hour-time.Minute).UnixMilli() || at > time.Now().Add(time.Hour).UnixMilli() {
+		t.Fatalf("%sttl expires at %d, want about an hour from now", a, at)
+	}
+	dst := harness.ServerT(t, localcluster.Options{}).Client()
+	defer dst.Close()
+	var read []slotread.Key
+	for _, k := range append(append([]slotread.Key{got[0][0]}, got[0][2:]...), got[1]...) {
+		if k.Gone || k.Payload == nil {
+			t.Fatalf("%s: %+v", k.Name, k)
+		}
+		if err := dst.RestoreReplace(ctx, k.Name, 0, string(k.Payload)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if k.ExpireAt > 0 {
+			dst.PExpireAt(ctx, k.Name, time.UnixMilli(k.ExpireAt))
+		}
+		read = append(read, k)
+	}
+	if err := localcluster.CompareKeys(ctx, c, dst, namesOf(read)); err != nil {
+		t.Fatalf("the payloads restored elsewhere: %v", err)
+	}
+	if n, _ := c.Exists(ctx, a+"marker", b+"marker").Result(); n != 0 {
+		t.Fatal("a marker is left on the source")
+	}
+
+	sv, err := slotread.SurveySlots(ctx, c, []uint16{slots.ForString(a)}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	units := map[string]int64{}
+	for _, k := range sv.Small {
+		units[k.Name] = k.Units
+	}
+	// A string counts a unit per 64 bytes; the survey sees what is there.
+	if len(sv.Small) != 21 || units[a+"s5"] != 5 || units[a+"s19"] != 19 || units[a+"ttl"] != 0 {
+		t.Fatalf("survey: %d small keys, units %v", len(sv.Small), units)
+	}
 }
