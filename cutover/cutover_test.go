@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,11 +66,63 @@ func TestSwitchRefusesSlotsTheSourceNoLongerOwns(t *testing.T) {
 	if tgt.Myself.Slots.Len() != 0 || len(tgt.Myself.Importing) != 199 {
 		t.Fatalf("the target changed: owns %s, importing %d of the other 199 slots", &tgt.Myself.Slots, len(tgt.Myself.Importing))
 	}
-	// Unpaused: a write goes through at once.
-	wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	defer cancel()
-	if err := source.Set(wctx, "{"+tagOf(8000)+"}:after", "v", 0).Err(); err != nil {
+	// Unpaused: a write goes through at once. Timed, not bounded by a
+	// context: the harness's clients ignore context deadlines
+	// (ContextTimeoutEnabled is off), and a source left paused answers
+	// within the 2 s budget.
+	start := time.Now()
+	if err := source.Set(ctx, "{"+tagOf(8000)+"}:after", "v", 0).Err(); err != nil {
 		t.Fatalf("write to the source after the refused cutover: %v", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("a write to the source after the refused cutover took %s: still paused", took)
+	}
+}
+
+// A fence missed before the release, whether it runs out (the target never
+// gets there) or is reached too late in the pause, ends the cutover with
+// ErrFenceMissed and nothing released, and lifts the pause at once: the
+// source takes a write in well under the budget's remainder.
+func TestSwitchUnpausesWhenTheFenceIsMissed(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		budget, fence time.Duration
+		wait          func(ctx context.Context) error
+		want          string
+	}{
+		// Blocks until its deadline, FenceTimeout after the pause: 1.75 s
+		// of the budget would be left.
+		{"timeout", 2 * time.Second, 250 * time.Millisecond, func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }, "target not at offset"},
+		// Reached, but past half the budget: 1.4 s would be left.
+		{"late", 3 * time.Second, 2500 * time.Millisecond, func(context.Context) error { time.Sleep(1600 * time.Millisecond); return nil }, "too late in a"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			cl, source, other, target := pauseTestCluster(t)
+			blocks, err := SetSlotBlocks(ctx, source)
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls := 0
+			res, err := Switch(ctx, Nodes{Source: source, Target: target, SourceID: cl.IDs[0], TargetID: cl.IDs[2], Others: []*redis.Client{other}},
+				Plan{Slots: slots.NewSet(slots.Range{Start: 0, End: 199}), PauseBudget: c.budget, FenceTimeout: c.fence, SetSlotBlocks: blocks},
+				func(ctx context.Context, _ int64) error { calls++; return c.wait(ctx) },
+				func(int64) { t.Error("the feed was frozen: a release went through") })
+			returned := time.Now()
+			if !errors.Is(err, ErrFenceMissed) || res.Released || calls != 1 || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("switch with a missed fence: released %v, fence calls %d, %v; want %v (%q)", res.Released, calls, err, ErrFenceMissed, c.want)
+			}
+			if res.Pause <= 0 {
+				t.Errorf("no unpause was timed: result %+v", res)
+			}
+			if err := source.Set(ctx, "{"+tagOf(0)+"}:at-once", "v", 0).Err(); err != nil {
+				t.Fatalf("write to the source: %v", err)
+			}
+			if took := time.Since(returned); took > time.Second {
+				t.Fatalf("a write to the source took %s after the missed fence: still paused", took)
+			}
+			assertSourceServes(t, cl, source, other, target)
+		})
 	}
 }
 
