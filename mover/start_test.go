@@ -5,71 +5,79 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/tests/harness"
 )
 
-// A move cancelled as its snapshot begins rolls back: it ends cancelled,
-// the target holds nothing of the slots and has no marks, the source owns
-// them. A cancel once the source released the slots changes nothing: the
-// move ends moved.
+// A move cancelled in its snapshot, once the source was tuned for the
+// sync, rolls back: it ends cancelled, the target holds nothing of the
+// slots and has no marks, the source owns them and has its settings back.
+// A cancel once the source released the slots changes nothing: the move
+// ends moved.
 func TestMoveCancel(t *testing.T) {
 	for _, c := range []struct {
-		at      Phase
+		at      Phase // "" for as soon as the source is seen tuned
 		wantErr error
 		result  string
 	}{
-		{PhaseSnapshot, nil, ResultCancelled},
+		{"", nil, ResultCancelled},
 		{PhaseCleanup, ErrTooLate, ResultMoved},
 	} {
-		t.Run(string(c.at), func(t *testing.T) {
+		name := string(c.at)
+		if name == "" {
+			name = "tuned"
+		}
+		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			cl := harness.ClusterT(t, []string{"0-8191", "8192-16383", ""}, localcluster.Options{})
-			source, target := cl.Nodes[0].Client(), cl.Nodes[2].Client()
-			defer source.Close()
-			defer target.Close()
-			set := slots.NewSet(slots.Range{Start: 0, End: 99})
-			for i := range 2000 {
-				if err := source.Set(ctx, fmt.Sprintf("{%s}:k%d", slotTags()[i%100], i), i, 0).Err(); err != nil {
-					t.Fatal(err)
-				}
-			}
+			cl, source, target, set := settingsTestCluster(t)
+			w := watchSyncSettings(t, cl.Nodes[0].Addr)
 			var mv *Move
+			var phase atomic.Value
 			cancelErr := make(chan error, 1)
 			opts := Options{
 				Source: Conn{Addr: cl.Nodes[0].Addr}, Target: Conn{Addr: cl.Nodes[2].Addr}, Slots: set,
 				Progress: func(p Progress) {
-					if p.Phase == c.at && len(cancelErr) == 0 {
+					phase.Store(p.Phase)
+					if c.at != "" && p.Phase == c.at && len(cancelErr) == 0 {
 						cancelErr <- mv.Cancel()
 					}
 				},
 			}
 			mv = Start(ctx, opts)
+			if c.at == "" {
+				select {
+				case <-w.tuned:
+					if got := phase.Load(); got != PhaseSnapshot {
+						t.Errorf("the source was seen tuned in phase %v, not %s", got, PhaseSnapshot)
+					}
+					cancelErr <- mv.Cancel()
+				case <-mv.Done():
+				}
+			}
 			sum, err := mv.Wait()
+			seen := w.stop()
 			select {
 			case cerr := <-cancelErr:
 				if !errors.Is(cerr, c.wantErr) {
-					t.Fatalf("Cancel in %s: %v, want %v", c.at, cerr, c.wantErr)
+					t.Fatalf("Cancel in %s: %v, want %v", name, cerr, c.wantErr)
 				}
 			default:
-				t.Fatalf("the move never reported phase %s (ended %s: %v)", c.at, sum.Result, err)
+				t.Fatalf("the move ended %s before the cancel (%s: %v); settings seen on the source: %v", sum.Result, sum.Phase, err, seen)
 			}
 			if sum.Result != c.result {
-				t.Fatalf("cancel in %s: result %s (%v), want %s", c.at, sum.Result, err, c.result)
+				t.Fatalf("cancel in %s: result %s (%v), want %s", name, sum.Result, err, c.result)
 			}
-			// The source's settings tuned for the sync are as they were,
-			// however the move ended.
-			for name, want := range map[string]string{"repl-diskless-sync-delay": "5", "rdbcompression": "yes"} {
-				if got := source.ConfigGet(ctx, name).Val()[name]; got != want {
-					t.Fatalf("the source's %s is %q after the move (%s), was %q", name, got, c.result, want)
-				}
-			}
+			assertTunedThenRestored(t, ctx, source, seen)
 			owner := cl.IDs[0]
 			if c.result == ResultMoved {
 				owner = cl.IDs[2]
@@ -78,24 +86,203 @@ func TestMoveCancel(t *testing.T) {
 				t.Fatal(err)
 			}
 			if c.result == ResultCancelled {
-				counts, err := cluster.CountKeys(ctx, target, set.Slots())
-				if err != nil {
-					t.Fatal(err)
-				}
-				for i, n := range counts {
-					if n != 0 {
-						t.Fatalf("the cancelled move left %d keys of slot %d on the target", n, i)
-					}
-				}
-				top, err := cluster.Load(ctx, target)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(top.Myself.Importing) != 0 {
-					t.Fatalf("the cancelled move left %d importing marks on the target", len(top.Myself.Importing))
-				}
+				assertTargetClean(t, ctx, target, set)
 			}
 		})
+	}
+}
+
+// The source's settings tuned for the sync (repl-diskless-sync-delay 0,
+// rdbcompression no) are seen on it during the move and are back as they
+// were however the move ends: rolled back after its cutover attempts ran
+// out, or failed on a target that refuses writes. KeepSourceConfig leaves
+// them alone throughout.
+func TestMoveRestoresTheSourcesSettings(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		opts   func(*Options)
+		onTune func(t *testing.T, cl *localcluster.Cluster) // when the source is seen tuned
+		errHas string
+	}{
+		{"rollback", func(o *Options) {
+			// Every fence runs out: the target never gets there.
+			o.FenceTimeout, o.MaxAttempts = 20*time.Millisecond, 2
+			o.Hooks.Fence = func(cutover.Fence) cutover.Fence {
+				return func(ctx context.Context, _ int64) error { <-ctx.Done(); return ctx.Err() }
+			}
+		}, nil, "cutover failed 2 times"},
+		{"failure", nil, func(t *testing.T, cl *localcluster.Cluster) {
+			// The target refuses writes (OOM) from now on.
+			c := cl.Nodes[2].Client()
+			defer c.Close()
+			if err := c.ConfigSet(context.Background(), "maxmemory", "1").Err(); err != nil {
+				t.Error(err)
+			}
+		}, "commands failed or were refused on the target"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cl, source, target, set := settingsTestCluster(t)
+			w := watchSyncSettings(t, cl.Nodes[0].Addr)
+			opts := Options{Source: Conn{Addr: cl.Nodes[0].Addr}, Target: Conn{Addr: cl.Nodes[2].Addr}, Slots: set}
+			if c.opts != nil {
+				c.opts(&opts)
+			}
+			mv := Start(ctx, opts)
+			if c.onTune != nil {
+				select {
+				case <-w.tuned:
+					c.onTune(t, cl)
+				case <-mv.Done():
+				}
+			}
+			sum, err := mv.Wait()
+			seen := w.stop()
+			if sum.Result != ResultRolledBack || err == nil || !strings.Contains(err.Error(), c.errHas) {
+				t.Fatalf("move: %s in %s, %v; want %s with %q", sum.Result, sum.Phase, err, ResultRolledBack, c.errHas)
+			}
+			assertTunedThenRestored(t, ctx, source, seen)
+			if err := cl.WaitOwner(ctx, set, cl.IDs[0], 10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			assertTargetClean(t, ctx, target, set)
+		})
+	}
+	t.Run("keep-source-config", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cl, source, _, set := settingsTestCluster(t)
+		// Not the default, so that "untouched" is not "set back to the
+		// default"; and 1 s, not 5 s, of wait before the sync.
+		if err := source.ConfigSet(ctx, "repl-diskless-sync-delay", "1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		w := watchSyncSettings(t, cl.Nodes[0].Addr)
+		var inSnapshot atomic.Bool
+		w.during = &inSnapshot
+		sum, err := Run(ctx, Options{Source: Conn{Addr: cl.Nodes[0].Addr}, Target: Conn{Addr: cl.Nodes[2].Addr}, Slots: set, KeepSourceConfig: true,
+			Progress: func(p Progress) { inSnapshot.Store(p.Phase == PhaseSnapshot) }})
+		seen := w.stop()
+		if err != nil || sum.Result != ResultMoved {
+			t.Fatalf("move with KeepSourceConfig: %s, %v", sum.Result, err)
+		}
+		if len(seen) != 1 || seen["1/yes"] == 0 || w.samplesDuring.Load() < 20 {
+			t.Fatalf("settings seen on the source (repl-diskless-sync-delay/rdbcompression: samples) %v, %d samples in the snapshot; want only 1/yes, in 20 or more", seen, w.samplesDuring.Load())
+		}
+	})
+}
+
+// settingsTestCluster is a source owning 0-8191 with 2000 keys in slots
+// 0-99, another master and an empty target. The source's RDB takes about
+// half a second to write (rdb-key-save-delay), time to see its settings
+// during the snapshot.
+func settingsTestCluster(t *testing.T) (cl *localcluster.Cluster, source, target *redis.Client, set *slots.Set) {
+	t.Helper()
+	ctx := context.Background()
+	cl = harness.ClusterT(t, []string{"0-8191", "8192-16383", ""}, localcluster.Options{})
+	source, target = cl.Nodes[0].Client(), cl.Nodes[2].Client()
+	t.Cleanup(func() { source.Close(); target.Close() })
+	set = slots.NewSet(slots.Range{Start: 0, End: 99})
+	if _, err := source.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range 2000 {
+			p.Set(ctx, fmt.Sprintf("{%s}:k%d", slotTags()[i%100], i), i, 0)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := source.ConfigSet(ctx, "rdb-key-save-delay", "250").Err(); err != nil { // µs per key
+		t.Fatal(err)
+	}
+	return cl, source, target, set
+}
+
+// syncSettingsWatch polls the source's repl-diskless-sync-delay and
+// rdbcompression every few milliseconds, counting each pair of values seen.
+type syncSettingsWatch struct {
+	tuned         chan struct{} // closed when 0/no is first seen
+	during        *atomic.Bool  // if set, samples taken while it holds are counted
+	samplesDuring atomic.Int64
+	done          chan struct{}
+	result        chan map[string]int
+}
+
+func watchSyncSettings(t *testing.T, addr string) *syncSettingsWatch {
+	w := &syncSettingsWatch{tuned: make(chan struct{}), done: make(chan struct{}), result: make(chan map[string]int, 1)}
+	c := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true})
+	go func() {
+		defer c.Close()
+		seen := map[string]int{}
+		defer func() { w.result <- seen }()
+		tick := time.NewTicker(3 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-w.done:
+				return
+			case <-tick.C:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			delay, derr := c.ConfigGet(ctx, "repl-diskless-sync-delay").Result()
+			comp, cerr := c.ConfigGet(ctx, "rdbcompression").Result()
+			cancel()
+			if derr != nil || cerr != nil {
+				t.Errorf("watching the source's settings: %v", errors.Join(derr, cerr))
+				return
+			}
+			pair := delay["repl-diskless-sync-delay"] + "/" + comp["rdbcompression"]
+			if pair == "0/no" && seen[pair] == 0 {
+				close(w.tuned)
+			}
+			seen[pair]++
+			if w.during != nil && w.during.Load() {
+				w.samplesDuring.Add(1)
+			}
+		}
+	}()
+	return w
+}
+
+// stop ends the watch and returns what it saw.
+func (w *syncSettingsWatch) stop() map[string]int {
+	close(w.done)
+	return <-w.result
+}
+
+// assertTunedThenRestored fails unless the watch saw the source tuned for
+// the sync (0/no) and its settings are now as they were (5/yes).
+func assertTunedThenRestored(t *testing.T, ctx context.Context, source *redis.Client, seen map[string]int) {
+	t.Helper()
+	if seen["0/no"] == 0 {
+		t.Errorf("the source was never seen tuned for the sync (repl-diskless-sync-delay/rdbcompression: samples): %v", seen)
+	}
+	for name, want := range map[string]string{"repl-diskless-sync-delay": "5", "rdbcompression": "yes"} {
+		if got := source.ConfigGet(ctx, name).Val()[name]; got != want {
+			t.Errorf("the source's %s is %q after the move, was %q", name, got, want)
+		}
+	}
+}
+
+// assertTargetClean fails unless the target holds no key of set and no
+// importing mark.
+func assertTargetClean(t *testing.T, ctx context.Context, target *redis.Client, set *slots.Set) {
+	t.Helper()
+	counts, err := cluster.CountKeys(ctx, target, set.Slots())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range counts {
+		if n != 0 {
+			t.Fatalf("the move left %d keys of slot %d on the target", n, i)
+		}
+	}
+	top, err := cluster.Load(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(top.Myself.Importing) != 0 {
+		t.Fatalf("the move left %d importing marks on the target", len(top.Myself.Importing))
 	}
 }
 
