@@ -2,14 +2,21 @@ package soak
 
 import (
 	"bytes"
+	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/fix"
+	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
+	"github.com/slotmover/slotmover/tests/harness"
 )
 
 const nodesText = `a 127.0.0.1:1@11 myself,master - 0 0 1 connected 0-5460
@@ -229,4 +236,114 @@ func TestReportCountsCrashesFromOutcomes(t *testing.T) {
 			t.Errorf("the text report lacks %q:\n%s", want, b.String())
 		}
 	}
+}
+
+// The crash-and-fix checker (repaired, ownerEverywhere) is able to fail:
+// on a clean cluster it proves the source the owner on every master, and
+// it reports a repair list without the move's give-back, a give-back where
+// the release was guarded, keys of the slots left on the target, a mark
+// left on it, and a release that nothing repaired.
+func TestRepairCheckerCatchesWhatFixLeftUndone(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl := harness.ClusterT(t, []string{"0-8191", "8192-16383", ""}, localcluster.Options{})
+	source, target := cl.Nodes[0].Client(), cl.Nodes[2].Client()
+	defer source.Close()
+	defer target.Close()
+	do := func(c *redis.Client, args ...any) {
+		t.Helper()
+		if err := c.Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+	m := Move{Seq: 1, SourceID: cl.IDs[0], SourceAddr: cl.Nodes[0].Addr, TargetID: cl.IDs[2], TargetAddr: cl.Nodes[2].Addr,
+		Slots: slots.NewSet(slots.Range{Start: 0, End: 9})}
+	conn := mover.Conn{Addr: m.SourceAddr}
+	check := func(want string) {
+		t.Helper()
+		proven, n, err := ownerEverywhere(ctx, conn, m, m.SourceID, m.SourceAddr, m.TargetID)
+		switch {
+		case want == "" && (err != nil || len(proven) != 3 || n != 10):
+			t.Fatalf("clean cluster: proven on %v, %d slots, %v; want 3 masters, 10 slots", proven, n, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Fatalf("checker: %v (proven on %v, %d slots); want an error with %q", err, proven, n, want)
+		}
+	}
+	giveBack := func(spec string) fix.Repair {
+		s, err := slots.Parse(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fix.Repair{Kind: fix.RepairGiveBack, NodeID: m.SourceID, Addr: m.SourceAddr, Slots: s, Target: m.TargetID, TargetAddr: m.TargetAddr}
+	}
+
+	check("")
+	if _, _, err := repaired(ctx, conn, m, false, []fix.Repair{giveBack("0-9")}, nil); err != nil {
+		t.Fatalf("a give-back of the move's slots on a clean cluster: %v", err)
+	}
+	for _, c := range []struct {
+		name    string
+		forward bool
+		repairs []fix.Repair
+		want    string
+	}{
+		{"no repair", false, nil, "no give-back of slots 0-9 from " + m.SourceAddr},
+		{"a give-back of part of the slots", false, []fix.Repair{giveBack("0-4")}, "no give-back of slots 0-9"},
+		{"a give-back where the release was guarded", true, []fix.Repair{giveBack("0-9")}, "gave slots 0-9 back although the release was guarded"},
+	} {
+		if _, _, err := repaired(ctx, conn, m, c.forward, c.repairs, nil); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want an error with %q", c.name, err, c.want)
+		}
+	}
+
+	// A key of slot 3 left on the target (written while it imported the
+	// slot, as the move's copy was).
+	key := "{" + slotTag(t, 3) + "}:left"
+	asking := func(cmd ...any) {
+		t.Helper()
+		do(target, "CLUSTER", "SETSLOT", 3, "IMPORTING", m.SourceID)
+		cmds, err := target.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.Do(ctx, "ASKING")
+			p.Do(ctx, cmd...)
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("ASKING %v on the target: %v (%v)", cmd, err, cmds)
+		}
+		do(target, "CLUSTER", "SETSLOT", 3, "STABLE")
+	}
+	asking("SET", key, "v")
+	check("keeps 1 keys of slot 3")
+	asking("DEL", key)
+	check("")
+
+	// An importing mark left on the target.
+	do(target, "CLUSTER", "SETSLOT", 5, "IMPORTING", m.SourceID)
+	check("does not see " + m.SourceAddr + " as the only owner of slot 5")
+	do(target, "CLUSTER", "SETSLOT", 5, "STABLE")
+	check("")
+
+	// Released to the target, which never claimed, and not given back
+	// (without the target's importing marks, caught above: the owner alone).
+	args := []any{"CLUSTER", "DELSLOTS"}
+	for s := range 10 {
+		args = append(args, s)
+	}
+	do(source, args...)
+	for s := range 10 {
+		do(source, "CLUSTER", "SETSLOT", s, "NODE", m.TargetID)
+	}
+	check("does not see " + m.SourceAddr + " as the only owner of slot 0")
+}
+
+// slotTag is a hash tag of the slot.
+func slotTag(t *testing.T, slot uint16) string {
+	t.Helper()
+	for i := 0; i < 1<<20; i++ {
+		if slots.ForString(strconv.Itoa(i)) == slot {
+			return strconv.Itoa(i)
+		}
+	}
+	t.Fatalf("no tag of slot %d", slot)
+	return ""
 }
