@@ -244,24 +244,7 @@ func TestSoakMovesLoseNoWrite(t *testing.T) {
 // fault's own checks.
 func brokenSoak(t *testing.T, c *localcluster.Cluster, mv soak.Mover, duration time.Duration, moves int) *soak.Report {
 	t.Helper()
-	rep, err := soak.Run(context.Background(), soak.Config{
-		Addr:          c.Nodes[0].Addr,
-		Duration:      duration,
-		Rate:          0, // as fast as it goes, so that moves see many writes
-		ReadRatio:     1,
-		HotShare:      0.5, // many of them on the moving slots
-		Moves:         moves,
-		SlotsPerMove:  1024,
-		Keys:          20000,
-		Seed:          soakEnv(t, "SLOTMOVER_SOAK_SEED", 0),
-		Logger:        testLogger(t),
-		Mover:         mv,
-		ParallelMoves: 1,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	soakReport(t, rep)
+	rep := shortSoak(t, c, mv, duration, moves)
 	v := rep.Verdict
 	if rep.Moves.Moved == 0 {
 		t.Fatalf("no move moved: the fault had nothing to break")
@@ -295,6 +278,32 @@ func brokenSoak(t *testing.T, c *localcluster.Cluster, mv soak.Mover, duration t
 			}
 		}
 	}
+	return rep
+}
+
+// shortSoak runs the soak of brokenSoak (writes as fast as they go, half
+// of them on the moving slots, one move at a time) with mv and logs its
+// report.
+func shortSoak(t *testing.T, c *localcluster.Cluster, mv soak.Mover, duration time.Duration, moves int) *soak.Report {
+	t.Helper()
+	rep, err := soak.Run(context.Background(), soak.Config{
+		Addr:          c.Nodes[0].Addr,
+		Duration:      duration,
+		Rate:          0, // as fast as it goes, so that moves see many writes
+		ReadRatio:     1,
+		HotShare:      0.5, // many of them on the moving slots
+		Moves:         moves,
+		SlotsPerMove:  1024,
+		Keys:          20000,
+		Seed:          soakEnv(t, "SLOTMOVER_SOAK_SEED", 0),
+		Logger:        testLogger(t),
+		Mover:         mv,
+		ParallelMoves: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	soakReport(t, rep)
 	return rep
 }
 
@@ -340,6 +349,35 @@ func TestSoakCatchesSkippedFence(t *testing.T) {
 	rep := brokenSoak(t, c, mv, 10*time.Second, 5)
 	if n := stalls.Load(); n < int64(rep.Moves.Moved) {
 		t.Errorf("the target stalled at %d cutovers of %d moved moves", n, rep.Moves.Moved)
+	}
+}
+
+// The twin of TestSoakCatchesSkippedFence: the same soak and the same
+// stall of the target at every cutover, with the fence waited for, lose
+// nothing. So what the negative soak catches is the skipped fence, not the
+// stall. The stall is seen at every moved move's cutover, and the fence
+// rides it out: some pause lasts about as long as it.
+func TestSoakStalledTargetLosesNoWriteWithTheFence(t *testing.T) {
+	c := soakCluster(t)
+	log := testLogger(t)
+	var stalls atomic.Int64
+	rep := shortSoak(t, c, stallingMover(mover.Options{Logger: log}, false, targetStall, &stalls), 10*time.Second, 5)
+	assertNothingLost(t, rep)
+	m := rep.Moves
+	if m.Moved == 0 || m.Failed != 0 || !rep.Pass {
+		t.Errorf("moves: %d moved, %d rolled back, %d refused, %d failed; failures %v", m.Moved, m.RolledBack, m.Refused, m.Failed, rep.Failures)
+	}
+	if n := stalls.Load(); n < int64(m.Moved) {
+		t.Errorf("the target stalled at %d cutovers of %d moved moves", n, m.Moved)
+	}
+	longest := 0.0
+	for _, e := range m.List {
+		for _, p := range e.AttemptPausesMS {
+			longest = max(longest, p)
+		}
+	}
+	if longest < float64(targetStall.Milliseconds())/2 {
+		t.Errorf("the longest pause was %.1f ms: no fence waited for the stalled target (%s)", longest, targetStall)
 	}
 }
 
