@@ -309,6 +309,10 @@ func (a *applier) one(ctx context.Context, i int, bars *mpb.Progress, logger *sl
 	var mu sync.Mutex
 	var last mover.Progress
 	last.Phase = mover.PhasePreflight
+	// The keys to copy: those planned, or as many as were copied once the
+	// workload has added keys to the slots since the plan, so that a bar
+	// never runs past its end and a line never says 1200/1000.
+	total := m.Keys
 	var bar *mpb.Bar
 	if bars != nil {
 		bar = bars.New(0, mpb.BarStyle(),
@@ -316,10 +320,10 @@ func (a *applier) one(ctx context.Context, i int, bars *mpb.Progress, logger *sl
 			mpb.AppendDecorators(decor.Any(func(decor.Statistics) string {
 				mu.Lock()
 				defer mu.Unlock()
-				return fmt.Sprintf("%-9s keys %d/%d  %.1f  %s", last.Phase, last.KeysCopied, m.Keys,
+				return fmt.Sprintf("%-9s keys %d/%d  %.1f  %s", last.Phase, last.KeysCopied, total,
 					decor.SizeB1024(last.BytesCopied), last.Elapsed.Truncate(100*time.Millisecond))
 			}), decor.Name("  ETA "), decor.OnComplete(decor.AverageETA(decor.ET_STYLE_GO), "done")))
-		bar.SetTotal(max(m.Keys, 1), false)
+		bar.SetTotal(max(total, 1), false)
 	} else {
 		a.line(nil, "%s: slots %s (%d keys expected): started", name, m.Slots, m.Keys)
 	}
@@ -328,14 +332,22 @@ func (a *applier) one(ctx context.Context, i int, bars *mpb.Progress, logger *sl
 	progress := func(p mover.Progress) {
 		mu.Lock()
 		last = p
+		grown := p.KeysCopied > total
+		if grown {
+			total = p.KeysCopied
+		}
+		keys := total
 		mu.Unlock()
 		if bar != nil {
+			if grown {
+				bar.SetTotal(keys, false)
+			}
 			bar.SetCurrent(p.KeysCopied)
 			return
 		}
 		if p.Phase != lastPhase || time.Since(lastLine) >= 5*time.Second {
 			lastPhase, lastLine = p.Phase, time.Now()
-			a.line(nil, "%s: %s, keys %d/%d, %.1f, %s", name, p.Phase, p.KeysCopied, m.Keys, decor.SizeB1024(p.BytesCopied), p.Elapsed.Truncate(100*time.Millisecond))
+			a.line(nil, "%s: %s, keys %d/%d, %.1f, %s", name, p.Phase, p.KeysCopied, keys, decor.SizeB1024(p.BytesCopied), p.Elapsed.Truncate(100*time.Millisecond))
 		}
 	}
 	var phase mover.Phase
@@ -353,6 +365,7 @@ func (a *applier) one(ctx context.Context, i int, bars *mpb.Progress, logger *sl
 	if bar != nil {
 		mu.Lock()
 		last.Phase, last.KeysCopied = phase, r.Keys
+		total = max(total, r.Keys)
 		mu.Unlock()
 		if r.Result == mover.ResultMoved {
 			bar.SetTotal(-1, true)
