@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/internal/info"
 	"github.com/slotmover/slotmover/slots"
 )
 
@@ -18,16 +19,10 @@ type GatherOptions struct {
 	// first ones CLUSTER GETKEYSINSLOT lists); the slot's bytes are their
 	// mean times its keys. 0 for DefaultSample.
 	Sample int
-	// BigKeyBytes: sampled keys of at least this size are listed as big;
-	// 0 for DefaultBigKeyBytes.
-	BigKeyBytes int64
 }
 
-// Defaults of GatherOptions.
-const (
-	DefaultSample      = 16
-	DefaultBigKeyBytes = 1 << 20
-)
+// DefaultSample is GatherOptions.Sample's default.
+const DefaultSample = 16
 
 // batch is how many slots one pipeline asks about.
 const batch = 512
@@ -36,14 +31,12 @@ const batch = 512
 // nodes (seed's CLUSTER NODES), each master's own view of itself (its
 // slots must match seed's view, and its migrating and importing marks are
 // noted), the keys of every slot (CLUSTER COUNTKEYSINSLOT on its owner),
-// and with ByMemory the bytes of every slot. Every other node is reached
-// as seed is (same credentials and TLS).
+// each master's dataset bytes (INFO memory), and with ByMemory the bytes
+// of every slot. Every other node is reached as seed is (same credentials
+// and TLS).
 func Gather(ctx context.Context, seed cluster.Conn, o GatherOptions) (*View, error) {
 	if o.Sample <= 0 {
 		o.Sample = DefaultSample
-	}
-	if o.BigKeyBytes <= 0 {
-		o.BigKeyBytes = DefaultBigKeyBytes
 	}
 	c := seed.Client()
 	top, err := cluster.Load(ctx, c)
@@ -51,7 +44,7 @@ func Gather(ctx context.Context, seed cluster.Conn, o GatherOptions) (*View, err
 	if err != nil {
 		return nil, err
 	}
-	v := &View{Keys: make([]int64, slots.Count), BigKeys: map[uint16][]BigKey{}}
+	v := &View{Keys: make([]int64, slots.Count)}
 	if o.By == ByMemory {
 		v.Bytes = make([]int64, slots.Count)
 	}
@@ -72,6 +65,12 @@ func Gather(ctx context.Context, seed cluster.Conn, o GatherOptions) (*View, err
 
 // gatherMaster reads one master's view of itself, its keys and bytes.
 func gatherMaster(ctx context.Context, conn cluster.Conn, n *cluster.Node, v *View, o GatherOptions) error {
+	var node *Node
+	for i := range v.Nodes {
+		if v.Nodes[i].ID == n.ID {
+			node = &v.Nodes[i]
+		}
+	}
 	c := conn.Client()
 	defer c.Close()
 	own, err := cluster.Load(ctx, c)
@@ -91,6 +90,13 @@ func gatherMaster(ctx context.Context, conn cluster.Conn, n *cluster.Node, v *Vi
 		v.Marks = append(v.Marks, fmt.Sprintf("slot %d is importing on %s from %s", s, n.Addr, id))
 	}
 	sort.Strings(v.Marks)
+	mem, err := info.Read(ctx, c, "memory")
+	if err != nil {
+		return err
+	}
+	if node.Dataset, err = mem.Int("used_memory_dataset"); err != nil {
+		return fmt.Errorf("%s: %w", n.Addr, err)
+	}
 	list := n.Slots.Slots()
 	for i := 0; i < len(list); i += batch {
 		part := list[i:min(i+batch, len(list))]
@@ -102,7 +108,7 @@ func gatherMaster(ctx context.Context, conn cluster.Conn, n *cluster.Node, v *Vi
 			v.Keys[s] = counts[j]
 		}
 		if v.Bytes != nil {
-			if err := sampleBytes(ctx, c, part, v, o); err != nil {
+			if err := sampleBytes(ctx, c, part, v, o.Sample); err != nil {
 				return err
 			}
 		}
@@ -111,13 +117,13 @@ func gatherMaster(ctx context.Context, conn cluster.Conn, n *cluster.Node, v *Vi
 }
 
 // sampleBytes estimates the bytes of each slot of part from MEMORY USAGE
-// of up to o.Sample of its keys.
-func sampleBytes(ctx context.Context, c *redis.Client, part []uint16, v *View, o GatherOptions) error {
+// of up to sample of its keys.
+func sampleBytes(ctx context.Context, c *redis.Client, part []uint16, v *View, sample int) error {
 	lists := make([]*redis.StringSliceCmd, len(part))
 	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for j, s := range part {
 			if v.Keys[s] > 0 {
-				lists[j] = p.ClusterGetKeysInSlot(ctx, int(s), o.Sample)
+				lists[j] = p.ClusterGetKeysInSlot(ctx, int(s), sample)
 			}
 		}
 		return nil
@@ -142,16 +148,13 @@ func sampleBytes(ctx context.Context, c *redis.Client, part []uint16, v *View, o
 	}
 	for j, s := range part {
 		var sum, seen int64
-		for x, u := range usage[j] {
+		for _, u := range usage[j] {
 			b, err := u.Result()
 			if err != nil {
 				continue // gone since it was listed
 			}
 			sum += b
 			seen++
-			if b >= o.BigKeyBytes {
-				v.BigKeys[s] = append(v.BigKeys[s], BigKey{Key: lists[j].Val()[x], Slot: s, Bytes: b})
-			}
 		}
 		if seen > 0 {
 			v.Bytes[s] = sum * v.Keys[s] / seen

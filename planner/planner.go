@@ -56,13 +56,17 @@ type Node struct {
 	Master  bool // flagged master (a failing one too)
 	Failing bool // flagged fail or fail?
 	Slots   slots.Set
+	// Dataset is a master's used_memory_dataset (INFO memory): what a
+	// move's bytes are estimated from when the slots' are not read.
+	Dataset int64
 }
 
-// BigKey is a key the state's reader found big.
+// BigKey is a key FindBigKeys found big.
 type BigKey struct {
 	Key   string `json:"key"`
 	Slot  uint16 `json:"slot"`
-	Bytes int64  `json:"bytes"`
+	Bytes int64  `json:"bytes"` // MEMORY USAGE (sampled, for a collection)
+	Type  string `json:"type"`
 }
 
 // View is a cluster's state, as Gather reads it.
@@ -71,8 +75,6 @@ type View struct {
 	Keys  []int64 // keys of each slot (slots.Count entries)
 	// Bytes of each slot, estimated; nil when not read (needed for ByMemory).
 	Bytes []int64
-	// BigKeys are the big keys seen, by slot (optional).
-	BigKeys map[uint16][]BigKey
 	// Marks describe slots that a master has migrating or importing: a
 	// move under way or one that stopped half-way. Make refuses to plan
 	// over them.
@@ -101,6 +103,12 @@ type Plan struct {
 	Moves   []Move   `json:"moves"`
 	Before  Balance  `json:"before"`
 	After   Balance  `json:"after"` // expected
+	// BytesFrom says how the moves' bytes are estimated: BytesSampled or
+	// BytesDatasetShare.
+	BytesFrom string `json:"bytes_from"`
+	// BigKeyBytes is the size from which FindBigKeys listed a key as big
+	// (0 when it did not look).
+	BigKeyBytes int64 `json:"big_key_bytes,omitempty"`
 	// Partial is set when --max-moves stopped the plan short of its goal.
 	Partial bool     `json:"partial,omitempty"`
 	Notes   []string `json:"notes,omitempty"`
@@ -114,10 +122,21 @@ type Move struct {
 	TargetID  string   `json:"target_id"`
 	Slots     string   `json:"slots"` // a spec slots.Parse reads: "0-1364,5000"
 	SlotCount int      `json:"slot_count"`
-	Keys      int64    `json:"keys"`            // expected, from the key counts
-	Bytes     int64    `json:"bytes,omitempty"` // expected, when bytes were read
+	Keys      int64    `json:"keys"`  // expected, from the key counts
+	Bytes     int64    `json:"bytes"` // expected, estimated as Plan.BytesFrom says
 	BigKeys   []BigKey `json:"big_keys,omitempty"`
 }
+
+// How a plan's bytes are estimated.
+const (
+	// BytesSampled: each slot's keys times the mean MEMORY USAGE of those
+	// sampled (ByMemory).
+	BytesSampled = "memory_usage_sample"
+	// BytesDatasetShare: the source's used_memory_dataset times the move's
+	// share of its keys (ByKeys, which reads no key's size), as a move's
+	// preflight estimates the room the target needs.
+	BytesDatasetShare = "dataset_share"
+)
 
 // Balance is the weight of every master, and the imbalance of the masters
 // that share the weight once the plan is done (the owners of slots and the
@@ -252,12 +271,14 @@ func Make(v *View, req Request) (*Plan, error) {
 
 	// Current weights and shares.
 	cur := map[int]int64{}
+	sourceKeys := map[int]int64{} // each master's keys before the plan
 	have := map[int]*slots.Set{}
 	for _, i := range masters {
 		set := v.Nodes[i].Slots
 		have[i] = &set
 		for _, s := range set.Slots() {
 			cur[i] += w[s]
+			sourceKeys[i] += v.Keys[s]
 		}
 	}
 	goal := map[int]float64{}
@@ -377,6 +398,10 @@ func Make(v *View, req Request) (*Plan, error) {
 		}
 	}
 
+	p.BytesFrom = BytesSampled
+	if v.Bytes == nil {
+		p.BytesFrom = BytesDatasetShare
+	}
 	for _, pr := range order {
 		set := moving[pr]
 		m := Move{
@@ -389,7 +414,10 @@ func Make(v *View, req Request) (*Plan, error) {
 			if v.Bytes != nil {
 				m.Bytes += v.Bytes[s]
 			}
-			m.BigKeys = append(m.BigKeys, v.BigKeys[s]...)
+		}
+		if v.Bytes == nil && sourceKeys[pr.from] > 0 {
+			// In floating point: a dataset's bytes times a key count can overflow int64.
+			m.Bytes = int64(math.Round(float64(v.Nodes[pr.from].Dataset) * float64(m.Keys) / float64(sourceKeys[pr.from])))
 		}
 		p.Moves = append(p.Moves, m)
 	}

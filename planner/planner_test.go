@@ -254,6 +254,29 @@ func TestRebalanceByKeysAndByMemory(t *testing.T) {
 	}
 }
 
+// By keys, a move's bytes are its source's dataset bytes times the move's
+// share of the source's keys, and the plan says they are that estimate.
+func TestBytesByKeysAreTheDatasetShare(t *testing.T) {
+	v := view(t, append(three, ""), uneven)
+	v.Nodes[0].Dataset = 3 << 30 // over m0's 10922 keys
+	p, err := Make(v, Request{Mode: Add, Nodes: []string{"m3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.BytesFrom != BytesDatasetShare {
+		t.Errorf("bytes_from %q, want %q", p.BytesFrom, BytesDatasetShare)
+	}
+	for _, m := range p.Moves {
+		want := float64(v.Nodes[0].Dataset) * float64(m.Keys) / 10922
+		if m.SourceID == "m0" && math.Abs(float64(m.Bytes)-want) > 1 {
+			t.Errorf("move %s→%s of %d keys: bytes %d, want %.0f (3 GiB × %d/10922)", m.SourceID, m.TargetID, m.Keys, m.Bytes, want, m.Keys)
+		}
+		if m.SourceID != "m0" && m.Bytes != 0 {
+			t.Errorf("move %s→%s: bytes %d from a source of dataset 0", m.SourceID, m.TargetID, m.Bytes)
+		}
+	}
+}
+
 func TestRebalanceGivesToTheLightest(t *testing.T) {
 	// m0 heavy, m1 even, m2 light: m0 gives to m2 only.
 	v := view(t, three, func(s uint16) int64 {

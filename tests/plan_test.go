@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -417,4 +420,130 @@ func planNodeState(t *testing.T, c *localcluster.Cluster, i int) string {
 	}
 	me := ownSlots(t, c, i)
 	return fmt.Sprintf("slots %s migrating %v importing %v keys %d digest %s", me.Slots.String(), me.Migrating, me.Importing, n, digest)
+}
+
+// bigKeysIn writes a hash into slot 0 and a list into slot 5460, the two
+// ends of the first master's range, each of about 2 MiB, and returns
+// their names with their types. A plan's move that takes slots from that
+// range takes one end of it, so at least one of them moves.
+func bigKeysIn(t *testing.T, cc *redis.ClusterClient) map[string]string {
+	t.Helper()
+	ctx := testContext(t, time.Minute)
+	hash := tagIn(slots.NewSet(slots.Range{Start: 0, End: 0}), 0) + ":big:hash"
+	list := tagIn(slots.NewSet(slots.Range{Start: 5460, End: 5460}), 1) + ":big:list"
+	value := strings.Repeat("e", 64)
+	for i := 0; i < 30_000; i += 1000 {
+		p := cc.Pipeline()
+		for j := i; j < i+1000; j++ {
+			p.HSet(ctx, hash, fmt.Sprint("field:", j), value)
+			p.RPush(ctx, list, value+fmt.Sprint(j))
+		}
+		if _, err := p.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return map[string]string{hash: "hash", list: "list"}
+}
+
+var plainProgress = regexp.MustCompile(`: \w+, keys (\d+)/(\d+), `)
+
+// A big hash and a big list are named, with their type and bytes, in the
+// plan's move that carries them (JSON and table), whether the plan is by
+// keys or by memory, and no small key is; by keys too, every move has its
+// bytes, an estimate the plan says it is. Applied after a client has
+// added keys to the slots of the first move, the progress lines never
+// count more keys copied than their total.
+func TestPlanFlagsBigKeysInEitherMode(t *testing.T) {
+	c := fourMasters(t)
+	cc := c.Client()
+	defer cc.Close()
+	fillPerMaster(t, cc, append(threeSpecs, ""), []int{3000, 3000, 3000, 0}, func(int) int { return 100 })
+	big := bigKeysIn(t, cc)
+
+	var byKeys *planner.Plan
+	path := filepath.Join(t.TempDir(), "plan.json") // by keys
+	for _, by := range []string{"keys", "memory"} {
+		args := []string{"plan", "--cluster", c.Nodes[0].Addr, "--add", c.Nodes[3].Addr, "--by", by}
+		code, stdout, stderr := runCLI(t, append(slices.Clone(args), "--json")...)
+		var p planner.Plan
+		if err := json.Unmarshal([]byte(stdout), &p); code != 0 || err != nil {
+			t.Fatalf("plan --json --by %s: exit %d (%v): %s", by, code, err, stderr)
+		}
+		if by == "keys" { // the plan file to apply below
+			args = append(args, "-o", path)
+		}
+		code, table, stderr := runCLI(t, args...)
+		t.Logf("slotmover plan --by %s: exit %d\n%s%s", by, code, table, stderr)
+		named := 0
+		for i, m := range p.Moves {
+			set := mustSlots(t, m.Slots)
+			for _, k := range m.BigKeys {
+				if big[k.Key] == "" || !set.Contains(k.Slot) || k.Slot != slots.ForString(k.Key) {
+					t.Errorf("--by %s: move %d (slots %s) lists %+v: not one of the big keys it carries", by, i+1, m.Slots, k)
+				}
+				if k.Type != big[k.Key] || k.Bytes < 1<<20 {
+					t.Errorf("--by %s: big key %+v: want type %s and 1 MiB or more", by, k, big[k.Key])
+				}
+			}
+			for k := range big {
+				if !set.Contains(slots.ForString(k)) {
+					continue
+				}
+				named++
+				if !slices.ContainsFunc(m.BigKeys, func(b planner.BigKey) bool { return b.Key == k }) {
+					t.Errorf("--by %s: move %d carries %s (slot %d) but does not name it: %+v", by, i+1, k, slots.ForString(k), m.BigKeys)
+				}
+				if want := fmt.Sprintf("move %d: %q  %s  ", i+1, k, big[k]); !strings.Contains(table, want) {
+					t.Errorf("--by %s: the table does not say %q:\n%s", by, want, table)
+				}
+			}
+			if m.Bytes <= 0 {
+				t.Errorf("--by %s: move %d of %d keys: bytes %d, want an estimate", by, i+1, m.Keys, m.Bytes)
+			}
+		}
+		if named == 0 {
+			t.Fatalf("--by %s: no move carries a big key: %+v", by, p.Moves)
+		}
+		wantFrom := map[string]string{"keys": planner.BytesDatasetShare, "memory": planner.BytesSampled}[by]
+		if p.BytesFrom != wantFrom || !strings.Contains(table, "bytes (est.)") {
+			t.Errorf("--by %s: bytes_from %q, want %q, and the table's bytes called estimates", by, p.BytesFrom, wantFrom)
+		}
+		if by == "keys" {
+			byKeys = &p
+			if !strings.Contains(table, "used_memory_dataset") {
+				t.Errorf("--by keys: the table does not say how bytes are estimated:\n%s", table)
+			}
+		}
+	}
+
+	// Keys added to the first move's slots since the plan: it copies more
+	// than it planned.
+	first := byKeys.Moves[0]
+	set := mustSlots(t, first.Slots)
+	ctx := testContext(t, time.Minute)
+	added := 0
+	for j := 0; added < 1000; j++ {
+		if k := fmt.Sprint("extra:", j); set.Contains(slots.ForString(k)) {
+			if err := cc.Set(ctx, k, "x", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			added++
+		}
+	}
+	code, out := runApply(t, path)
+	if code != 0 {
+		t.Fatalf("apply: exit %d", code)
+	}
+	grew := false
+	for _, m := range plainProgress.FindAllStringSubmatch(out, -1) {
+		copied, _ := strconv.ParseInt(m[1], 10, 64)
+		total, _ := strconv.ParseInt(m[2], 10, 64)
+		if copied > total {
+			t.Errorf("a progress line counts past its total: %q", m[0])
+		}
+		grew = grew || total > first.Keys
+	}
+	if !grew {
+		t.Errorf("no progress line shows the first move's total grown past the %d keys planned", first.Keys)
+	}
 }

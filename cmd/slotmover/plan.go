@@ -60,17 +60,19 @@ func planCmd(args []string) int {
 	var add, drain nodeList
 	var rebalance, jsonOut bool
 	var maxMoves int
+	var bigKeyBytes int64
 	fs.StringVar(&seed, "cluster", "", "any node of the cluster, `HOST:PORT`")
 	fs.Var(&add, "add", "empty masters (already in the cluster) that take an even share: `NODE`s (ID or HOST:PORT), comma-separated or one per word")
 	fs.Var(&drain, "drain", "masters that give away every slot: `NODE`s (ID or HOST:PORT)")
 	fs.BoolVar(&rebalance, "rebalance", false, "even out the weight of the masters that own slots")
 	fs.StringVar(&by, "by", string(planner.ByKeys), "weigh slots by `keys` (CLUSTER COUNTKEYSINSLOT) or memory (MEMORY USAGE of sampled keys)")
 	fs.IntVar(&maxMoves, "max-moves", 0, "at most this many moves (one source, one target each); 0 for no bound")
+	fs.Int64Var(&bigKeyBytes, "big-key-bytes", planner.DefaultBigKeyBytes, "list the moving keys of at least this many `bytes` (MEMORY USAGE) as big keys")
 	fs.BoolVar(&jsonOut, "json", false, "print the plan as JSON instead of a table")
 	fs.StringVar(&out, "o", "", "write the plan (JSON) to this `file`, for slotmover apply")
 	cf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: slotmover plan --cluster HOST:PORT (--add NODE… | --drain NODE… | --rebalance) [--by keys|memory] [--max-moves N] [--json] [-o plan.json]")
+		fmt.Fprintln(fs.Output(), "usage: slotmover plan --cluster HOST:PORT (--add NODE… | --drain NODE… | --rebalance) [--by keys|memory] [--max-moves N] [--big-key-bytes N] [--json] [-o plan.json]")
 		fs.PrintDefaults()
 	}
 	extra, err := parseWithNodes(fs, args)
@@ -107,6 +109,8 @@ func planCmd(args []string) int {
 		return bad("--by %q: keys or memory", by)
 	case maxMoves < 0:
 		return bad("--max-moves %d: 0 (no bound) or more", maxMoves)
+	case bigKeyBytes < 1:
+		return bad("--big-key-bytes %d: 1 or more", bigKeyBytes)
 	}
 	conn, err := cf.conn(seed)
 	if err != nil {
@@ -125,11 +129,14 @@ func planCmd(args []string) int {
 	if err != nil {
 		return bad("%v", err)
 	}
+	if err := planner.FindBigKeys(ctx, conn, view, p, planner.BigKeyOptions{Bytes: bigKeyBytes}); err != nil {
+		fmt.Fprintf(os.Stderr, "slotmover plan: %v\n", err)
+		return exitFailed
+	}
 	p.Cluster = seed
 	p.Created = time.Now().UTC().Format(time.RFC3339)
 	if out != "" {
-		data, _ := json.MarshalIndent(p, "", "  ")
-		if err := os.WriteFile(out, append(data, '\n'), 0o644); err != nil {
+		if err := writePlan(out, p); err != nil {
 			fmt.Fprintf(os.Stderr, "slotmover plan: %v\n", err)
 			return exitFailed
 		}
@@ -167,24 +174,22 @@ func printPlan(w io.Writer, p *planner.Plan) {
 	}
 	fmt.Fprintf(w, "plan: %s, by %s: %d moves\n\n", what, p.By, len(p.Moves))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	withBytes := p.By == planner.ByMemory
-	if withBytes {
-		fmt.Fprintln(tw, "#\tsource\ttarget\tslots\tslot count\tkeys\tbytes\tbig keys\t")
-	} else {
-		fmt.Fprintln(tw, "#\tsource\ttarget\tslots\tslot count\tkeys\t")
-	}
+	fmt.Fprintln(tw, "#\tsource\ttarget\tslots\tslot count\tkeys\tbytes (est.)\tbig keys\t")
 	for i, m := range p.Moves {
 		spec := m.Slots
 		if len(spec) > 40 {
 			spec = spec[:37] + "..."
 		}
-		if withBytes {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t\n", i+1, m.Source, m.Target, spec, m.SlotCount, m.Keys, mib(m.Bytes), len(m.BigKeys))
-		} else {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t\n", i+1, m.Source, m.Target, spec, m.SlotCount, m.Keys)
-		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t\n", i+1, m.Source, m.Target, spec, m.SlotCount, m.Keys, mib(m.Bytes), len(m.BigKeys))
 	}
 	tw.Flush()
+	switch p.BytesFrom {
+	case planner.BytesSampled:
+		fmt.Fprintf(w, "bytes: each slot's keys times the mean MEMORY USAGE of up to %d of them\n", planner.DefaultSample)
+	case planner.BytesDatasetShare:
+		fmt.Fprintln(w, "bytes: the source's used_memory_dataset times the move's share of its keys")
+	}
+	printBigKeys(w, p)
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "master\tid\tslots before\tslots after\t%s before\t%s after\t\n", p.By, p.By)
@@ -196,6 +201,29 @@ func printPlan(w io.Writer, p *planner.Plan) {
 	fmt.Fprintf(w, "\nimbalance (heaviest / mean of the masters that share): %.3f before, %.3f after\n", p.Before.Imbalance, p.After.Imbalance)
 	for _, n := range p.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
+	}
+}
+
+// bigKeysShown bounds the big keys printed per move; --json has them all.
+const bigKeysShown = 10
+
+// printBigKeys lists each move's big keys, if any.
+func printBigKeys(w io.Writer, p *planner.Plan) {
+	header := false
+	for i, m := range p.Moves {
+		if len(m.BigKeys) == 0 {
+			continue
+		}
+		if !header {
+			header = true
+			fmt.Fprintf(w, "\nbig keys (%s or more by MEMORY USAGE):\n", mib(p.BigKeyBytes))
+		}
+		for _, k := range m.BigKeys[:min(bigKeysShown, len(m.BigKeys))] {
+			fmt.Fprintf(w, "  move %d: %q  %s  %s  slot %d\n", i+1, k.Key, k.Type, mib(k.Bytes), k.Slot)
+		}
+		if n := len(m.BigKeys) - bigKeysShown; n > 0 {
+			fmt.Fprintf(w, "  move %d: and %d more (--json lists them all)\n", i+1, n)
+		}
 	}
 }
 
@@ -216,6 +244,18 @@ func weight(p *planner.Plan, w int64) string {
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// writePlan writes p to path as JSON, the file slotmover apply reads.
+func writePlan(path string, p *planner.Plan) error {
+	data, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return fmt.Errorf("plan file: %w", err)
+	}
+	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write the plan: %w", err)
+	}
+	return nil
+}
 
 // readPlan reads a plan file that slotmover plan wrote.
 func readPlan(path string) (*planner.Plan, error) {
