@@ -147,11 +147,14 @@ func runApply(t *testing.T, args ...string) (int, string) {
 }
 
 // An added empty master takes an even share of a cluster whose data is
-// uneven (one master holds twice the keys of the others), under a
-// writer that loses nothing: the plan applied through the sidecars (a
-// `slotmover serve` per master, on an embedded NATS server), each move
-// an import asked of its target's sidecar. Applied again, the plan is
-// stale: every move refused by the sidecar, nothing changed.
+// uneven (one master holds twice the keys of the next, four times those
+// of the last), under a writer that loses nothing: the plan applied
+// through the sidecars (a `slotmover serve` per master, on an embedded
+// NATS server), each move an import asked of its target's sidecar. The
+// plan has moves of two sources, two of them from the heaviest, and
+// --parallel 2 runs two at once but never more, and never two of one
+// source: the task records' start and end times show it. Applied again,
+// the plan is stale: every move refused by the sidecar, nothing changed.
 func TestPlanAddThenApplyThroughSidecars(t *testing.T) {
 	c := fourMasters(t)
 	cc := c.Client()
@@ -161,11 +164,20 @@ func TestPlanAddThenApplyThroughSidecars(t *testing.T) {
 	for _, n := range c.Nodes {
 		startDaemon(t, n.Addr, natsURL, "", "")
 	}
-	fillPerMaster(t, cc, append(threeSpecs, ""), []int{20_000, 10_000, 10_000, 0}, func(int) int { return 100 })
+	// The mean is 10.5k: master 0 gives 10.5k to the new master and 3k to
+	// master 2, master 1 gives 1.5k to master 2.
+	fillPerMaster(t, cc, append(threeSpecs, ""), []int{24_000, 12_000, 6_000, 0}, func(int) int { return 100 })
 	w := startWriter(t, c, 2_000_000)
 	path, p := makePlan(t, "--cluster", c.Nodes[0].Addr, "--add", c.Nodes[3].Addr)
 	if len(p.Moves) == 0 || p.Moves[0].SourceID != c.IDs[0] || p.Moves[0].TargetID != c.IDs[3] {
 		t.Fatalf("first move %+v: want the heaviest (%s) giving to the new master", p.Moves[0], c.IDs[0])
+	}
+	perSource := map[string]int{}
+	for _, m := range p.Moves {
+		perSource[m.SourceID]++
+	}
+	if len(p.Moves) < 3 || len(perSource) < 2 || perSource[c.IDs[0]] < 2 {
+		t.Fatalf("plan of %d moves from %d sources (%v): want 3 or more, from 2 sources or more, 2 of them from %s", len(p.Moves), len(perSource), perSource, c.IDs[0])
 	}
 	code, out := runApply(t, path, "--parallel", "2", "--nats", natsURL)
 	ops := w.finish(t)
@@ -183,15 +195,23 @@ func TestPlanAddThenApplyThroughSidecars(t *testing.T) {
 	}
 	defer nc.Close()
 	bus := natsapi.Client{NC: nc}
-	tasks, err := bus.Status(ctx, c.IDs[3], "")
-	if err != nil || len(tasks) != len(p.Moves) {
-		t.Fatalf("the new master's sidecar has %d tasks (%v), want %d", len(tasks), err, len(p.Moves))
+	var tasks []sidecar.Task
+	for _, id := range c.IDs {
+		of, err := bus.Status(ctx, id, "")
+		if err != nil {
+			t.Fatalf("status of %s's sidecar: %v", id, err)
+		}
+		tasks = append(tasks, of...)
+	}
+	if len(tasks) != len(p.Moves) {
+		t.Fatalf("the sidecars have %d tasks, want one per move (%d)", len(tasks), len(p.Moves))
 	}
 	for _, tk := range tasks {
-		if tk.State != sidecar.StateCompleted || tk.KeysCopied == 0 {
-			t.Fatalf("task %+v: want completed with keys", tk)
+		if tk.State != sidecar.StateCompleted || tk.KeysCopied == 0 || tk.StartTime.IsZero() || tk.EndTime.Before(tk.StartTime) {
+			t.Fatalf("task %+v: want completed with keys, its start and end times", tk)
 		}
 	}
+	checkConcurrency(t, tasks, 2)
 
 	before := planNodeState(t, c, 3)
 	code, out = runApply(t, path, "--nats", natsURL)
@@ -200,6 +220,39 @@ func TestPlanAddThenApplyThroughSidecars(t *testing.T) {
 	}
 	if after := planNodeState(t, c, 3); after != before {
 		t.Fatalf("a stale plan changed the new master:\n%s\n%s", before, after)
+	}
+}
+
+// checkConcurrency fails the test unless the tasks ran at most parallel
+// at a time, never two of one source at once, and two did run at once:
+// from their records' start and end times.
+func checkConcurrency(t *testing.T, tasks []sidecar.Task, parallel int) {
+	t.Helper()
+	overlapped := false
+	for i, a := range tasks {
+		running := 1 // a, and the tasks running when it started
+		for j, b := range tasks {
+			if i == j || !b.StartTime.Before(a.EndTime) || !a.StartTime.Before(b.EndTime) {
+				continue
+			}
+			overlapped = true
+			if a.Source == b.Source && i < j {
+				t.Errorf("tasks %s (%s, %s–%s) and %s (%s, %s–%s) of source %s ran at once", a.ID, a.Slots, a.StartTime.Format(time.StampMilli), a.EndTime.Format(time.StampMilli),
+					b.ID, b.Slots, b.StartTime.Format(time.StampMilli), b.EndTime.Format(time.StampMilli), a.Source)
+			}
+			if !b.StartTime.After(a.StartTime) && b.EndTime.After(a.StartTime) {
+				running++
+			}
+		}
+		if running > parallel {
+			t.Errorf("%d tasks ran at once when task %s started (%s), want at most %d", running, a.ID, a.StartTime.Format(time.StampMilli), parallel)
+		}
+	}
+	if !overlapped {
+		t.Errorf("no two tasks ran at once with --parallel %d", parallel)
+	}
+	for _, tk := range tasks {
+		t.Logf("task %s: source %s, slots %s, %s–%s", tk.ID, tk.Source, tk.Slots, tk.StartTime.Format(time.StampMilli), tk.EndTime.Format(time.StampMilli))
 	}
 }
 
