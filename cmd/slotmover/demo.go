@@ -30,10 +30,13 @@ import (
 
 // demoSummary is what the demo prints at the end (as JSON with --json).
 type demoSummary struct {
-	Moves       []applied        `json:"moves"`
-	Moved       int              `json:"moved"`
-	Seconds     float64          `json:"seconds"` // plan applied in
-	Writes      int              `json:"writes"`  // acknowledged by the workload during the moves
+	Moves   []applied `json:"moves"`
+	Moved   int       `json:"moved"`
+	Seconds float64   `json:"seconds"` // plan applied in
+	Writes  int       `json:"writes"`  // acknowledged by the workload during the moves
+	Unknown int       `json:"unknown"` // writes answered by an error (a reply lost): either outcome is right
+	// Lost counts the workload's counters whose value no write explains:
+	// an acknowledged increment missing, or one applied twice.
 	Lost        int              `json:"lost"`
 	Redirects   map[string]int64 `json:"redirects"` // replies the workload's client followed
 	KeysChecked int              `json:"keys_checked"`
@@ -158,7 +161,12 @@ func runDemo(ctx context.Context, out io.Writer, keys, bigElements, parallel int
 		return nil, d, fmt.Errorf("read the sample keys: %w", err)
 	}
 
-	view, err := planner.Gather(ctx, cluster.Conn{Addr: c.Nodes[0].Addr}, planner.GatherOptions{By: planner.ByKeys})
+	// What `slotmover plan --add` does, in-process, and its plan file.
+	planPath := filepath.Join(dir, "plan.json")
+	say("each $ line below is the command that does the same from a shell; the demo runs its code in-process")
+	fmt.Fprintf(out, "\n$ slotmover plan --cluster %s --add %s -o %s\n", c.Nodes[0].Addr, c.Nodes[3].Addr, planPath)
+	seed := cluster.Conn{Addr: c.Nodes[0].Addr}
+	view, err := planner.Gather(ctx, seed, planner.GatherOptions{By: planner.ByKeys})
 	if err != nil {
 		return nil, d, fmt.Errorf("read the cluster: %w", err)
 	}
@@ -166,8 +174,16 @@ func runDemo(ctx context.Context, out io.Writer, keys, bigElements, parallel int
 	if err != nil {
 		return nil, d, fmt.Errorf("plan: %w", err)
 	}
-	fmt.Fprintf(out, "\n$ slotmover plan --cluster %s --add %s\n", c.Nodes[0].Addr, c.Nodes[3].Addr)
+	if err := planner.FindBigKeys(ctx, seed, view, p, planner.BigKeyOptions{}); err != nil {
+		return nil, d, fmt.Errorf("plan: %w", err)
+	}
+	p.Cluster = seed.Addr
+	p.Created = time.Now().UTC().Format(time.RFC3339)
+	if err := writePlan(planPath, p); err != nil {
+		return nil, d, err
+	}
 	printPlan(out, p)
+	fmt.Fprintf(out, "\nplan written to %s\n", planPath)
 
 	nc, err := nats.Connect(d.nats.ClientURL(), nats.Name("slotmover demo"))
 	if err != nil {
@@ -177,23 +193,24 @@ func runDemo(ctx context.Context, out io.Writer, keys, bigElements, parallel int
 	wc, seen := localcluster.RedirectCountingClient(c)
 	defer wc.Close()
 	wctx, stopWriter := context.WithCancel(ctx)
-	written := make(chan int)
+	written := make(chan workload)
 	go func() { written <- writeCounters(wctx, wc) }()
 
-	fmt.Fprintf(out, "\n$ slotmover apply plan.json --nats %s --parallel %d    # while a client writes\n", d.nats.ClientURL(), parallel)
+	fmt.Fprintf(out, "\n$ slotmover apply %s --nats %s --parallel %d    # while a client writes\n", planPath, d.nats.ClientURL(), parallel)
 	a := &applier{plan: p, parallel: parallel, out: out, bus: &natsapi.Client{NC: nc}}
 	start := time.Now()
 	results := a.run(ctx)
 	took := time.Since(start)
 	stopWriter()
-	sum := &demoSummary{Moves: results, Seconds: took.Seconds(), Writes: <-written, Redirects: seen.Counts(), KeysChecked: len(typed)}
+	work := <-written
+	sum := &demoSummary{Moves: results, Seconds: took.Seconds(), Writes: work.acked(), Unknown: len(work.unknown), Redirects: seen.Counts(), KeysChecked: len(typed)}
 	printApplied(out, results, false)
 	for _, r := range results {
 		if r.Result == mover.ResultMoved {
 			sum.Moved++
 		}
 	}
-	if sum.Lost, err = checkCounters(ctx, cc, sum.Writes); err != nil {
+	if sum.Lost, err = checkCounters(ctx, cc, work); err != nil {
 		return nil, d, fmt.Errorf("check the workload's writes: %w", err)
 	}
 	cerr := before.Compare(ctx, cc)
@@ -205,8 +222,8 @@ func runDemo(ctx context.Context, out io.Writer, keys, bigElements, parallel int
 
 	fmt.Fprintf(out, "\ndemo: %d of %d moves moved in %.1f s; masters' keys heaviest/mean %.2f before, %.2f after\n",
 		sum.Moved, len(results), sum.Seconds, sum.Imbalance[0], sum.Imbalance[1])
-	fmt.Fprintf(out, "demo: the workload: %d acknowledged writes during the moves, %d lost; replies its client followed: %s\n",
-		sum.Writes, sum.Lost, redirectLine(sum.Redirects))
+	fmt.Fprintf(out, "demo: the workload: %d acknowledged writes during the moves (and %d answered by an error, either outcome right), %d lost; replies its client followed: %s\n",
+		sum.Writes, sum.Unknown, sum.Lost, redirectLine(sum.Redirects))
 	if cerr != nil {
 		fmt.Fprintf(out, "demo: the sample keys differ after the moves: %v\n", cerr)
 	} else {
@@ -277,8 +294,10 @@ func (d *demo) printHowToConnect(w io.Writer) {
 		fmt.Fprintf(w, "      metrics:     http://%s/metrics\n", s.metrics)
 		fmt.Fprintf(w, "      log:         %s\n", s.log)
 	}
-	fmt.Fprintf(w, "\n  plan again:    slotmover plan --cluster %s --rebalance -o plan.json\n", c.Nodes[0].Addr)
-	fmt.Fprintf(w, "  apply it:      slotmover apply plan.json --nats %s\n", d.nats.ClientURL())
+	// The demo's plan is applied: the master it added can be drained again.
+	drain := filepath.Join(d.dir, "drain.json")
+	fmt.Fprintf(w, "\n  plan again:    slotmover plan --cluster %s --drain %s -o %s\n", c.Nodes[0].Addr, c.Nodes[3].Addr, drain)
+	fmt.Fprintf(w, "  apply it:      slotmover apply %s --nats %s\n", drain, d.nats.ClientURL())
 }
 
 func portOf(addr string) string {
@@ -327,34 +346,78 @@ func loadSample(ctx context.Context, cc *redis.ClusterClient, n int) error {
 	return nil
 }
 
-// writeCounters increments counter:i once each, in order, until ctx ends
-// (at most 10 minutes), and returns how many were acknowledged.
-func writeCounters(ctx context.Context, cc *redis.ClusterClient) int {
-	deadline := time.Now().Add(10 * time.Minute)
-	n := 0
-	for ctx.Err() == nil && time.Now().Before(deadline) {
-		if err := cc.Incr(ctx, fmt.Sprint("counter:", n)).Err(); err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			time.Sleep(time.Millisecond)
-			continue
-		}
-		n++
-	}
-	return n
+// workload is what writeCounters did: it incremented counter:i once for
+// each i < n. Those in unknown were answered by an error instead of a
+// reply (a dropped connection, a timeout): they may have landed or not.
+type workload struct {
+	n       int
+	unknown map[int]bool
 }
 
-func checkCounters(ctx context.Context, cc *redis.ClusterClient, n int) (int, error) {
-	lost := 0
-	for i := 0; i < n; i++ {
-		v, err := cc.Get(ctx, fmt.Sprint("counter:", i)).Int()
-		if err == redis.Nil || v != 1 {
-			lost++
+func (w workload) acked() int { return w.n - len(w.unknown) }
+
+// incrOnce is an INCR the client sends only once: go-redis sends again a
+// command whose reply it lost, and an INCR that had landed would count
+// twice, which the check would take for a broken move.
+type incrOnce struct{ *redis.IntCmd }
+
+func (incrOnce) NoRetry() bool { return true }
+
+// writeCounters increments counter:0, counter:1… once each until ctx ends
+// (at most 10 minutes). An increment the server refused (an error reply:
+// CLUSTERDOWN, too many MOVED) did not land and is tried again; one that
+// got no reply (a dropped connection, a timeout) may have landed, so it
+// is not: its counter is noted as unknown and the next one follows.
+func writeCounters(ctx context.Context, cc *redis.ClusterClient) workload {
+	deadline := time.Now().Add(10 * time.Minute)
+	w := workload{unknown: map[int]bool{}}
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		err := cc.Process(ctx, incrOnce{redis.NewIntCmd(ctx, "incr", counterName(w.n))})
+		var refused redis.Error
+		switch {
+		case err == nil:
+			w.n++
 			continue
+		case ctx.Err() != nil:
+			return w // stopped: counter:n is not checked, whatever became of it
+		case errors.As(err, &refused):
+			// Nothing landed: the same counter again.
+		default:
+			w.unknown[w.n] = true
+			w.n++
 		}
-		if err != nil {
-			return 0, err
+		time.Sleep(time.Millisecond)
+	}
+	return w
+}
+
+func counterName(i int) string { return fmt.Sprint("counter:", i) }
+
+// checkCounters reads the workload's counters and returns how many hold
+// a value its writes do not explain: 1 for an acknowledged increment, 0
+// or 1 for an unknown one. A counter it cannot read is an error, not a
+// loss.
+func checkCounters(ctx context.Context, cc *redis.ClusterClient, w workload) (int, error) {
+	const batch = 1000
+	lost := 0
+	for i := 0; i < w.n; i += batch {
+		p := cc.Pipeline()
+		var gets []*redis.StringCmd
+		for j := i; j < min(i+batch, w.n); j++ {
+			gets = append(gets, p.Get(ctx, counterName(j)))
+		}
+		p.Exec(ctx) // each GET's error is read below: redis.Nil is a counter never written
+		for k, g := range gets {
+			v, err := g.Int()
+			switch {
+			case err == redis.Nil:
+				v = 0
+			case err != nil:
+				return 0, fmt.Errorf("read %s: %w", counterName(i+k), err)
+			}
+			if v != 1 && !(v == 0 && w.unknown[i+k]) {
+				lost++
+			}
 		}
 	}
 	return lost, nil

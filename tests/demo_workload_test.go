@@ -1,0 +1,143 @@
+package tests
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The demo's workload has its connections dropped by the server while it
+// writes (CLIENT KILL, as a failover or a proxy restart would): a write
+// that got no reply may have landed or not, and the demo accepts either
+// without taking it for a lost write, nor writes it twice. Its summary
+// shows such writes and none lost. The commands the demo prints name the
+// plan file it wrote.
+func TestDemoWorkloadWithDroppedConnections(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, slotmoverBin, "demo", "--keys", "20000", "--big-elements", "3000", "--json")
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The demo prints its masters in the plan's table, then the apply
+	// line once its workload writes: from there until its summary, the
+	// workload's connections (unnamed, last command INCR; the moves' are
+	// named) are killed every 20 ms.
+	var stderr strings.Builder
+	addrs := map[string]bool{}
+	addr := regexp.MustCompile(`(?:^|\s)(127\.0\.0\.1:\d+)\s`)
+	planLine := regexp.MustCompile(`^\$ slotmover plan .* -o (\S+)$`)
+	applyLine := regexp.MustCompile(`^\$ slotmover apply (\S+) --nats `)
+	var planPath, applyPath string
+	stopKill := make(chan struct{})
+	stop := sync.OnceFunc(func() { close(stopKill) })
+	var killed int
+	var wg sync.WaitGroup
+	sc := bufio.NewScanner(errPipe)
+	for sc.Scan() {
+		line := sc.Text()
+		stderr.WriteString(line + "\n")
+		switch m := applyLine.FindStringSubmatch(line); {
+		case m != nil:
+			applyPath = m[1]
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				killed = killWorkload(ctx, addrs, stopKill)
+			}()
+		case applyPath != "" && strings.HasPrefix(line, "demo: "):
+			stop() // the summary: the workload is over
+		case applyPath != "":
+		case planLine.MatchString(line):
+			planPath = planLine.FindStringSubmatch(line)[1]
+			fallthrough
+		case planPath != "":
+			for _, m := range addr.FindAllStringSubmatch(line, -1) {
+				addrs[m[1]] = true
+			}
+		}
+	}
+	err = cmd.Wait()
+	stop()
+	wg.Wait()
+	t.Logf("demo (exit %v), %d workload connections killed:\n%s", err, killed, stderr.String())
+
+	if planPath == "" || !strings.HasSuffix(planPath, "/plan.json") || applyPath != planPath {
+		t.Errorf("the demo's commands: plan -o %q, apply %q; want the same plan file", planPath, applyPath)
+	}
+	var sum struct {
+		Moves   []struct{ Result string } `json:"moves"`
+		Moved   int                       `json:"moved"`
+		Writes  int                       `json:"writes"`
+		Unknown int                       `json:"unknown"`
+		Lost    int                       `json:"lost"`
+	}
+	if jerr := json.Unmarshal([]byte(stdout.String()), &sum); jerr != nil {
+		t.Fatalf("demo: %v, its summary: %v; stdout %s", err, jerr, stdout.String())
+	}
+	if len(addrs) != 4 || killed == 0 {
+		t.Fatalf("killed %d workload connections on %d masters %v: the test tested nothing", killed, len(addrs), addrs)
+	}
+	if sum.Moved != len(sum.Moves) || sum.Writes == 0 || sum.Lost != 0 || sum.Unknown == 0 {
+		t.Fatalf("demo: %d of %d moves moved, %d writes acknowledged, %d unanswered, %d lost; want every move, writes of both kinds, none lost",
+			sum.Moved, len(sum.Moves), sum.Writes, sum.Unknown, sum.Lost)
+	}
+	if err != nil {
+		t.Fatalf("demo: %v", err)
+	}
+}
+
+// killWorkload kills, every 20 ms until stop, the connections of the
+// masters at addrs that are unnamed and last ran INCR, and returns how
+// many it killed.
+func killWorkload(ctx context.Context, addrs map[string]bool, stop <-chan struct{}) int {
+	var clients []*redis.Client
+	for a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1, DisableIdentity: true})
+		defer c.Close()
+		clients = append(clients, c)
+	}
+	killed := 0
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return killed
+		case <-ctx.Done():
+			return killed
+		case <-tick.C:
+		}
+		for _, c := range clients {
+			list, err := c.ClientList(ctx).Result()
+			if err != nil {
+				continue // the demo is stopping its servers
+			}
+			for _, line := range strings.Split(list, "\n") {
+				f := map[string]string{}
+				for _, kv := range strings.Fields(line) {
+					k, v, _ := strings.Cut(kv, "=")
+					f[k] = v
+				}
+				if f["cmd"] == "incr" && f["name"] == "" && c.ClientKillByFilter(ctx, "ID", f["id"]).Val() > 0 {
+					killed++
+				}
+			}
+		}
+	}
+}
