@@ -19,22 +19,37 @@ import (
 // ttlKinds are the types the expiry test writes, each small and big.
 var ttlKinds = []string{"string", "list", "set", "hash", "zset"}
 
-// bigTTLElements is the size of the test's big collections: above the
-// move's BigKeyElements (ttlBigThreshold), so that they are replayed as
-// chunked commands under a temporary key, renamed into place, and given
-// their TTL last.
-const (
-	ttlBigThreshold = 64
-	bigTTLElements  = 200
-)
+// ttlSizes are the expiry test's sizes on a snapshot path: the move's
+// BigKeyElements, and the element count of a big key of each kind. On the
+// RDB path the big collections (200 elements, over a threshold of 64) are
+// replayed as chunked commands under a temporary key, renamed into place,
+// and given their TTL last. The keys path reads big hashes, sets and
+// sorted sets in chunks, their TTL set at the last, and takes no big list
+// (nor a medium list of FillEveryType, at 600 elements): there the
+// threshold is 1000 and the big hashes, sets and sorted sets have 1200
+// elements, the lists 200 (small on that path).
+type ttlSizes struct {
+	threshold uint64
+	big       map[string]int // by kind
+}
 
-// writeKind writes key as a value of kind on c (big: bigTTLElements
-// elements), with the TTL ttl (0: none), in one transaction.
-func writeKind(ctx context.Context, c redis.Cmdable, kind, key string, big bool, ttl time.Duration, seed int) error {
-	n := 5
+var ttlSizesByPath = map[string]ttlSizes{
+	mover.SnapshotRDB:  {64, map[string]int{"string": 200, "list": 200, "set": 200, "hash": 200, "zset": 200}},
+	mover.SnapshotKeys: {1000, map[string]int{"string": 200, "list": 200, "set": 1200, "hash": 1200, "zset": 1200}},
+}
+
+// elements is the element count of a key of kind: big or small (5).
+func (z ttlSizes) elements(kind string, big bool) int {
 	if big {
-		n = bigTTLElements
+		return z.big[kind]
 	}
+	return 5
+}
+
+// writeKind writes key as a value of kind on c with n elements (a
+// string: n bytes and a few), with the TTL ttl (0: none), in one
+// transaction.
+func writeKind(ctx context.Context, c redis.Cmdable, kind, key string, n int, ttl time.Duration, seed int) error {
 	var members []any
 	for i := 0; i < n; i++ {
 		members = append(members, fmt.Sprintf("m%d-%d", seed, i))
@@ -213,9 +228,23 @@ func (b *ttlBook) check(ctx context.Context, target *redis.Client) (problems map
 // encoding filled in the slots (half with a 1-hour TTL; medium lists,
 // skiplist zsets and big keys replayed at this threshold) are compared
 // too.
+//
+// Both snapshot paths, with the sizes of ttlSizes.
 func TestClaimsExpiringKeysKeepTheirTTL(t *testing.T) {
+	for _, path := range []string{mover.SnapshotRDB, mover.SnapshotKeys} {
+		t.Run(path, func(t *testing.T) { expiringKeysKeepTheirTTL(t, path) })
+	}
+}
+
+func expiringKeysKeepTheirTTL(t *testing.T, path string) {
 	c := fourMasters(t)
 	ctx := testContext(t, 3*time.Minute)
+	if path == mover.SnapshotKeys {
+		if err := c.KeepBacklog(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sizes := ttlSizesByPath[path]
 	cc := c.Client()
 	defer cc.Close()
 	set := mustSlots(t, "0-2000")
@@ -255,7 +284,7 @@ func TestClaimsExpiringKeysKeepTheirTTL(t *testing.T) {
 		for _, kind := range ttlKinds {
 			for _, big := range []bool{false, true} {
 				k := key(group, kind, big, i)
-				if err := writeKind(ctx, source, kind, k, big, ttl(i), i); err != nil {
+				if err := writeKind(ctx, source, kind, k, sizes.elements(kind, big), ttl(i), i); err != nil {
 					return nil, fmt.Errorf("write %s: %w", k, err)
 				}
 				if err := book.note(ctx, source, group, k); err != nil {
@@ -292,7 +321,7 @@ func TestClaimsExpiringKeysKeepTheirTTL(t *testing.T) {
 	for i, kind := range ttlKinds {
 		for _, big := range []bool{false, true} {
 			k := key("expired-at-scan", kind, big, i)
-			if err := writeKind(ctx, source, kind, k, big, 20*time.Millisecond, i); err != nil {
+			if err := writeKind(ctx, source, kind, k, sizes.elements(kind, big), 20*time.Millisecond, i); err != nil {
 				t.Fatal(err)
 			}
 			book.keys[k] = expectation{group: "expired-at-scan"}
@@ -344,7 +373,7 @@ func TestClaimsExpiringKeysKeepTheirTTL(t *testing.T) {
 			} else {
 				// A write, then the extension.
 				kind := ttlKinds[(i/2)%len(ttlKinds)]
-				if err = writeKind(ctx, source, kind, k, i%4 == 3, 0, 100+i); err == nil {
+				if err = writeKind(ctx, source, kind, k, sizes.elements(kind, i%4 == 3), 0, 100+i); err == nil {
 					err = source.PExpire(ctx, k, time.Minute).Err()
 				}
 			}
@@ -359,11 +388,11 @@ func TestClaimsExpiringKeysKeepTheirTTL(t *testing.T) {
 		for i := 0; i < 2*len(ttlKinds); i++ {
 			kind, big := ttlKinds[i/2], i%2 == 1
 			k := key("snapshot-delta", kind, big, i)
-			err := writeKind(ctx, source, kind, k, big, 300*time.Millisecond, i)
+			err := writeKind(ctx, source, kind, k, sizes.elements(kind, big), 300*time.Millisecond, i)
 			if err == nil {
 				time.Sleep(30 * time.Millisecond)
 				if i%4 >= 2 { // written again, then extended
-					err = writeKind(ctx, source, kind, k, false, 0, 200+i)
+					err = writeKind(ctx, source, kind, k, sizes.elements(kind, false), 0, 200+i)
 				}
 			}
 			if err == nil {
@@ -409,7 +438,7 @@ func TestClaimsExpiringKeysKeepTheirTTL(t *testing.T) {
 	defer cancel()
 	sum, err := mover.Run(mctx, mover.Options{
 		Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
-		Slots: set, Logger: testLogger(t), BigKeyElements: ttlBigThreshold, Chunk: 50,
+		Slots: set, Logger: testLogger(t), BigKeyElements: sizes.threshold, Chunk: 50, Snapshot: path,
 		// Room for every command of the snapshot in flight, so that the
 		// feeder reads and sends it all while the target stalls.
 		Window:      10_000,
@@ -431,8 +460,8 @@ func TestClaimsExpiringKeysKeepTheirTTL(t *testing.T) {
 			t.Fatalf("workload: %v", v)
 		}
 	}
-	if err != nil || sum.Result != mover.ResultMoved {
-		t.Fatalf("move: %s: %v", sum.Result, err)
+	if err != nil || sum.Result != mover.ResultMoved || sum.Snapshot != path {
+		t.Fatalf("move: %s by the %s path (%s): %v; want moved by the %s path", sum.Result, sum.Snapshot, sum.SnapshotReason, err, path)
 	}
 	if err := source.Do(ctx, "DEBUG", "SET-ACTIVE-EXPIRE", "1").Err(); err != nil {
 		t.Fatal(err)
