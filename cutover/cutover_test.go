@@ -84,6 +84,8 @@ func TestSwitchRefusesSlotsTheSourceNoLongerOwns(t *testing.T) {
 // ErrFenceMissed and nothing released, and lifts the pause at once: the
 // source takes a write in well under the budget's remainder.
 func TestSwitchUnpausesWhenTheFenceIsMissed(t *testing.T) {
+	// One cluster for both: a missed fence leaves it as it was.
+	cl, source, other, target := pauseTestCluster(t)
 	for _, c := range []struct {
 		name          string
 		budget, fence time.Duration
@@ -98,7 +100,6 @@ func TestSwitchUnpausesWhenTheFenceIsMissed(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			cl, source, other, target := pauseTestCluster(t)
 			blocks, err := SetSlotBlocks(ctx, source)
 			if err != nil {
 				t.Fatal(err)
