@@ -182,11 +182,14 @@ func (t *task) run(ctx, cancellable context.Context) error {
 // failure names the event of a handler's error: a cancel, a refusal
 // before anything changed, or a failure (named after an eviction on the
 // target when there was one: an evicted key makes later commands fail in
-// odd ways, such as a replay whose temporary key went).
+// odd ways, such as a replay whose temporary key went). A cancel is known
+// by the handler's context, not by its error, which may be what the cancel
+// did to a connection ("use of closed network connection" in the middle of
+// the replica handshake).
 func (t *task) failure(ctx context.Context, err error) (Event, error) {
 	var refused *InputError
 	switch {
-	case errors.Is(err, context.Canceled) && ctx.Err() != nil && !t.m.Released():
+	case errors.Is(ctx.Err(), context.Canceled) && !t.m.Released():
 		return EvCancel, err
 	case errors.As(err, &refused) && (t.m.Phase() == PhasePreflight || t.m.Phase() == PhaseImporting):
 		return EvRefused, err
