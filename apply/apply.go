@@ -9,8 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/internal/resp"
@@ -23,6 +26,7 @@ import (
 type Applier struct {
 	addr   string
 	conn   net.Conn
+	id     int64 // the connection's CLIENT ID on the target
 	window int
 
 	// wmu guards the write buffer, so that flushing to the network never
@@ -60,9 +64,16 @@ func Dial(ctx context.Context, c cluster.Conn, window int, start int64) (*Applie
 	if err != nil {
 		return nil, err
 	}
+	br := bufio.NewReaderSize(conn, 256<<10)
+	id, err := clientID(conn, br)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("CLIENT ID on %s: %w", c.Addr, err)
+	}
 	a := &Applier{
 		addr:   c.Addr,
 		conn:   conn,
+		id:     id,
 		window: max(window, 1),
 		bw:     bufio.NewWriterSize(conn, 256<<10),
 		acked:  start,
@@ -70,7 +81,7 @@ func Dial(ctx context.Context, c cluster.Conn, window int, start int64) (*Applie
 	}
 	a.cond = sync.NewCond(&a.mu)
 	a.wg.Add(2)
-	go func() { defer a.wg.Done(); a.readReplies(bufio.NewReaderSize(conn, 256<<10)) }()
+	go func() { defer a.wg.Done(); a.readReplies(br) }()
 	go func() { defer a.wg.Done(); a.flushLoop() }()
 	return a, nil
 }
@@ -181,8 +192,43 @@ func (a *Applier) Mark(end int64) {
 	a.queue = append(a.queue, pending{end: end})
 }
 
-// LocalAddr is the applier's address as the target sees it (CLIENT LIST's addr).
-func (a *Applier) LocalAddr() string { return a.conn.LocalAddr().String() }
+// Kill ends the applier's connection on the target (through c, another
+// connection to it), and with it every command the target has received
+// but not yet run: after Close, commands sent with replies off may still
+// wait in its buffers. By the connection's ID, not its address: the target
+// formats a client's address only when first asked, and once this side has
+// reset the connection it formats it empty, so CLIENT KILL ADDR would miss
+// a client whose buffered commands still run.
+func (a *Applier) Kill(ctx context.Context, c *redis.Client) error {
+	if err := a.kill(ctx, c).Err(); err != nil {
+		return fmt.Errorf("CLIENT KILL ID %d on %s: %w", a.id, a.addr, err)
+	}
+	return nil
+}
+
+// kill sends the CLIENT KILL; its reply counts the connections ended (0
+// when the target had already closed this one).
+func (a *Applier) kill(ctx context.Context, c redis.Cmdable) *redis.IntCmd {
+	return c.ClientKillByFilter(ctx, "ID", strconv.FormatInt(a.id, 10))
+}
+
+// clientID asks the target for the connection's ID, before anything else is
+// sent on it.
+func clientID(conn net.Conn, br *bufio.Reader) (int64, error) {
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	defer conn.SetDeadline(time.Time{})
+	if _, err := conn.Write(resp.Append(nil, "CLIENT", "ID")); err != nil {
+		return 0, err
+	}
+	line, err := resp.ReadLine(br)
+	if err != nil {
+		return 0, err
+	}
+	if len(line) < 2 || line[0] != ':' {
+		return 0, fmt.Errorf("unexpected reply %q", resp.Truncate(line))
+	}
+	return strconv.ParseInt(string(line[1:]), 10, 64)
+}
 
 // Acked returns the offset through which everything is acknowledged.
 func (a *Applier) Acked() int64 {

@@ -2,10 +2,13 @@ package apply
 
 import (
 	"context"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/internal/localcluster"
@@ -87,5 +90,64 @@ func TestApplierAcksInOrderAndStopsAtErrors(t *testing.T) {
 	}
 	if a.Send(0, "SET", []byte("PING")) == nil {
 		t.Fatal("Send after a failure succeeded")
+	}
+}
+
+// Commands the applier sent with replies off may still wait in the target's
+// buffers when the move gives up and closes the connection, reset by this
+// side (the target still reads what it had received): Kill must find the
+// connection and end them there, so that nothing lands after the
+// rollback's purge. The target is stalled meanwhile, as a busy one would
+// be; once the reset is in, it no longer knows the connection's address.
+func TestKillEndsCommandsBufferedOnTheTarget(t *testing.T) {
+	s := harness.ServerT(t, localcluster.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := s.Client()
+	defer c.Close()
+	for round := 0; round < 3; round++ {
+		key := "late" + strconv.Itoa(round)
+		a, err := Dial(ctx, cluster.Conn{Addr: s.Addr}, 100, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stall := s.Client()
+		stalled := make(chan error, 1)
+		go func() { defer stall.Close(); stalled <- stall.Do(ctx, "DEBUG", "SLEEP", "0.5").Err() }()
+		time.Sleep(100 * time.Millisecond)
+		if err := a.SendQuiet([]byte("CLIENT"), []byte("REPLY"), []byte("OFF")); err != nil {
+			t.Fatal(err)
+		}
+		// About 1 MB: more than the target reads in one go.
+		const sent = 30_000
+		for i := 0; i < sent; i++ {
+			if err := a.SendQuiet([]byte("RPUSH"), []byte(key), []byte(strings.Repeat("x", 20))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := a.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		a.conn.(*net.TCPConn).SetLinger(0) // Close resets the connection
+		a.Close()
+		// The kill and the count in one round trip: the target runs both
+		// before it reads anything else.
+		var killed, ran *redis.IntCmd
+		_, err = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			killed = a.kill(ctx, p)
+			ran = p.LLen(ctx, key)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := <-stalled; err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		if later := c.LLen(ctx, key).Val(); later != ran.Val() {
+			t.Fatalf("round %d: %d commands ran after the kill (%d before, of %d sent; %d connections killed)", round, later-ran.Val(), ran.Val(), sent, killed.Val())
+		}
+		t.Logf("round %d: %d of %d commands ran, none after the kill (%d connections killed)", round, ran.Val(), sent, killed.Val())
 	}
 }

@@ -72,7 +72,7 @@ func sourceProbes(key string, tune bool) []probe {
 // the moving slots (which the target does not own yet).
 func targetProbes(key string) []probe {
 	return append([]probe{
-		{"ASKING"}, {"CLIENT", "REPLY", "slotmover-probe"}, {"CLIENT", "KILL", "ADDR", "0.0.0.0:0"},
+		{"ASKING"}, {"CLIENT", "REPLY", "slotmover-probe"}, {"CLIENT", "KILL", "ADDR", "0.0.0.0:0"}, {"CLIENT", "ID"},
 		{"SET", key, "x"}, {"DEL", key}, {"UNLINK", key}, {"RENAME", key, key}, {"PEXPIREAT", key, 0}, {"DUMP", key},
 		{"RESTORE", key, 0, "x"}, {"RESTORE-ASKING", key, 0, "x"},
 		{"RPUSH", key, "x"}, {"SADD", key, "x"}, {"HSET", key, "f", "x"}, {"ZADD", key, 0, "x"}, {"XADD", key, "*", "f", "x"},

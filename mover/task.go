@@ -107,8 +107,8 @@ type task struct {
 	stats         copyStats
 	lag           atomic.Int64
 	clock         sourceClock
-	evictedBefore int64  // the target's evicted_keys before the move
-	appAddr       string // the applier's address, as the target knows it
+	evictedBefore int64 // the target's evicted_keys before the move
+	appID         int64 // the applier's client ID on the target; 0 before it connects
 }
 
 // copyStats count what the feeder copied, for progress reports and the summary.
@@ -266,14 +266,18 @@ func (t *task) rollBack(context.Context) (Event, error) {
 }
 
 // rollback removes the move's keys from the target and clears its marks.
-// The applier's connection is killed on the target first: commands it sent
-// with replies off may still wait in the target's buffers after we closed
-// it, and would otherwise run after the purge and bring keys back. The
-// target's own count of keys in the slots then proves it empty.
+// The applier's connection is killed on the target first (apply.Applier.Kill):
+// commands it sent with replies off may still wait in the target's buffers
+// after we closed it, and would otherwise run after the purge and bring
+// keys back. The target's own count of keys in the
+// slots then proves it empty.
 func (t *task) rollback(ctx context.Context) (int64, error) {
-	if t.appAddr != "" {
-		if err := t.p.target.ClientKillByFilter(ctx, "ADDR", t.appAddr).Err(); err != nil {
-			return 0, fmt.Errorf("end the move's writing connection on target %s: %w", t.opts.Target.Addr, err)
+	t.mu.Lock()
+	app := t.app
+	t.mu.Unlock()
+	if app != nil {
+		if err := app.Kill(ctx, t.p.target); err != nil {
+			return 0, fmt.Errorf("end the move's writing connection: %w", err)
 		}
 	}
 	removed, err := cutover.Rollback(ctx, t.p.target, t.opts.Slots, t.opts.Cleanup)
@@ -338,7 +342,6 @@ func (t *task) startCopy(ctx context.Context) error {
 	t.mu.Lock()
 	t.link, t.app = link, app
 	t.mu.Unlock()
-	t.appAddr = app.LocalAddr()
 
 	feedCtx, stop := context.WithCancel(ctx)
 	c := &copying{link: link, snapDone: make(chan struct{}), feedErr: make(chan error, 1), stop: stop,
