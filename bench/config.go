@@ -12,8 +12,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/slots"
 )
 
@@ -64,7 +66,8 @@ type Config struct {
 	// hash, sorted set and stream of BigElements elements each (plus a few
 	// small keys of every type and encoding).
 	BigKeys     bool
-	BigElements int // default 100,000
+	BigElements int      // default 100,000
+	BigTypes    []string // the big keys' types (localcluster.BigTypeNames); nil for all
 
 	Workloads []string // default small, single, scaleout
 	Methods   []string // default all of Methods
@@ -202,6 +205,11 @@ func (c *Config) Validate() error {
 	}
 	if c.BigElements < 0 {
 		errs = append(errs, fmt.Errorf("big elements must be at least 0, not %d", c.BigElements))
+	}
+	for _, t := range c.BigTypes {
+		if !slices.Contains(localcluster.BigTypeNames, t) {
+			errs = append(errs, fmt.Errorf("big key type %q: want one of %s", t, strings.Join(localcluster.BigTypeNames, ", ")))
+		}
 	}
 	if c.Runs < 1 || c.Runs > 100 {
 		errs = append(errs, fmt.Errorf("runs must be 1 … 100, not %d", c.Runs))

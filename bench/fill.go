@@ -178,7 +178,7 @@ func fillBig(ctx context.Context, c *localcluster.Cluster, cfg *Config) error {
 			if err == nil {
 				first := set.Slots()[0]
 				tag := tagIn(first, first+100, src)
-				_, err = localcluster.FillEveryType(ctx, cc, tag, localcluster.FillOptions{Small: 1, BigElements: cfg.BigElements, Seed: uint64(src)})
+				_, err = localcluster.FillEveryType(ctx, cc, tag, localcluster.FillOptions{Small: 1, BigElements: cfg.BigElements, BigTypes: cfg.BigTypes, Seed: uint64(src)})
 			}
 			if err != nil {
 				mu.Lock()

@@ -12,17 +12,18 @@ import (
 
 // Report is the outcome of a benchmark: one row per workload and method.
 type Report struct {
-	Server      string `json:"server"`
-	ASMServer   string `json:"asm_server,omitempty"` // the asm method's build
-	SmallSlots  string `json:"small_slots,omitempty"`
-	Keys        int    `json:"keys"`
-	ValueSize   int    `json:"value_size"`
-	Types       bool   `json:"types"`
-	BigKeys     bool   `json:"big_keys"`
-	BigElements int    `json:"big_elements,omitempty"`
-	LoadRate    int    `json:"load_rate"`
-	Runs        int    `json:"runs"`
-	Rows        []*Row `json:"rows"`
+	Server      string   `json:"server"`
+	ASMServer   string   `json:"asm_server,omitempty"` // the asm method's build
+	SmallSlots  string   `json:"small_slots,omitempty"`
+	Keys        int      `json:"keys"`
+	ValueSize   int      `json:"value_size"`
+	Types       bool     `json:"types"`
+	BigKeys     bool     `json:"big_keys"`
+	BigElements int      `json:"big_elements,omitempty"`
+	BigTypes    []string `json:"big_types,omitempty"`
+	LoadRate    int      `json:"load_rate"`
+	Runs        int      `json:"runs"`
+	Rows        []*Row   `json:"rows"`
 }
 
 // Row is a method on a workload: the median of its runs.
@@ -65,7 +66,7 @@ func newReport(cfg *Config) *Report {
 		r.SmallSlots = cfg.SmallSlots
 	}
 	if cfg.BigKeys {
-		r.BigElements = cfg.BigElements
+		r.BigElements, r.BigTypes = cfg.BigElements, cfg.BigTypes
 	}
 	for _, w := range cfg.Workloads {
 		for _, m := range cfg.Methods {
@@ -167,6 +168,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if r.BigKeys {
 		data += fmt.Sprintf(", big keys of %d elements", r.BigElements)
+		if r.BigTypes != nil {
+			data += " (" + strings.Join(r.BigTypes, ", ") + ")"
+		}
 	}
 	fmt.Fprintf(&b, "%s; %s; median of %d run(s); background load %d INCR/s\n", r.Server, data, r.Runs, r.LoadRate)
 	if r.ASMServer != "" {

@@ -40,6 +40,7 @@ median of --runs runs.
 	fs.BoolVar(&cfg.Types, "types", false, "mix small hashes, lists, sets, zsets and streams into the keys")
 	fs.BoolVar(&cfg.BigKeys, "big-keys", false, "add big keys (list, set, hash, zset, stream) in the moved slots of every source")
 	fs.IntVar(&cfg.BigElements, "big-elements", bench.DefaultBigElements, "elements per big key with --big-keys")
+	bigTypes := fs.String("big-types", strings.Join(localcluster.BigTypeNames, ","), "comma-separated types of the big keys with --big-keys (the keys path reads no big list or stream)")
 	workloads := fs.String("workloads", strings.Join(bench.Workloads, ","), "comma-separated workloads: small (--slots of the first master to the empty one), single (0-5460 to the empty master), scaleout (4096 slots from 3 masters to the empty one)")
 	fs.StringVar(&cfg.SmallSlots, "slots", bench.DefaultSmallSlots, "the small workload's `slots`: a range 0-N of the first master (0-5460), what reshard takes for --cluster-slots N+1")
 	methods := fs.String("methods", strings.Join(bench.Methods, ","), "comma-separated methods: reshard10, reshard1000 (redis-cli --cluster reshard with that --cluster-pipeline), slotmover (snapshot path auto), slotmover-rdb, slotmover-keys (that snapshot path), asm (Redis's atomic slot migration on a cluster of the --asm-build; skipped if there is none)")
@@ -63,6 +64,9 @@ median of --runs runs.
 		return exitRefused
 	}
 	cfg.Workloads, cfg.Methods = splitList(*workloads), splitList(*methods)
+	if *bigTypes != strings.Join(localcluster.BigTypeNames, ",") {
+		cfg.BigTypes = splitList(*bigTypes)
+	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(os.Stderr, "slotmover bench: %v\n", err)
 		return exitRefused

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,6 +21,8 @@ type FillOptions struct {
 	// BigElements is the element count of the few big keys (one list, set,
 	// hash, zset and stream); 0 writes no big keys.
 	BigElements int
+	// BigTypes are the types of the big keys, of BigTypeNames; nil for all.
+	BigTypes []string
 	// TTL is given to every other key (and to one big key); 0 means no TTLs.
 	TTL time.Duration
 	// Seed makes the random content reproducible.
@@ -90,7 +93,11 @@ func FillEveryType(ctx context.Context, c redis.Cmdable, prefix string, opts Fil
 		}
 	}
 	if n := opts.BigElements; n > 0 {
-		if err := f.big(prefix, n); err != nil {
+		types := opts.BigTypes
+		if types == nil {
+			types = BigTypeNames
+		}
+		if err := f.big(prefix, n, types); err != nil {
 			return nil, err
 		}
 	}
@@ -205,11 +212,15 @@ func (f *filler) stream(key string, withTTL bool, n int) error {
 	return f.flush(true)
 }
 
-// big writes one big key of each collection type, in chunks.
-func (f *filler) big(prefix string, n int) error {
+// BigTypeNames are the types FillOptions.BigTypes may name.
+var BigTypeNames = []string{"list", "set", "hash", "zset", "stream"}
+
+// big writes one big key of each of types, in chunks.
+func (f *filler) big(prefix string, n int, types []string) error {
 	ctx, p := f.ctx, f.pipe
 	const chunk = 1000
 	key := func(kind string) string { return prefix + ":big:" + kind }
+	has := func(kind string) bool { return slices.Contains(types, kind) }
 	for start := 0; start < n; start += chunk {
 		end := min(start+chunk, n)
 		var list, set, hash []any
@@ -220,21 +231,36 @@ func (f *filler) big(prefix string, n int) error {
 			hash = append(hash, "field-"+strconv.Itoa(j), j)
 			zs = append(zs, redis.Z{Score: float64(j) / 7, Member: "z" + strconv.Itoa(j)})
 		}
-		p.RPush(ctx, key("list"), list...)
-		p.SAdd(ctx, key("set"), set...)
-		p.HSet(ctx, key("hash"), hash...)
-		p.ZAdd(ctx, key("zset"), zs...)
-		for j := start; j < end; j++ {
-			p.XAdd(ctx, &redis.XAddArgs{Stream: key("stream"), ID: fmt.Sprintf("%d-%d", 1+j/3, j%3), Values: []any{"n", j, "s", "v" + strconv.Itoa(j)}})
+		if has("list") {
+			p.RPush(ctx, key("list"), list...)
+		}
+		if has("set") {
+			p.SAdd(ctx, key("set"), set...)
+		}
+		if has("hash") {
+			p.HSet(ctx, key("hash"), hash...)
+		}
+		if has("zset") {
+			p.ZAdd(ctx, key("zset"), zs...)
+		}
+		if has("stream") {
+			for j := start; j < end; j++ {
+				p.XAdd(ctx, &redis.XAddArgs{Stream: key("stream"), ID: fmt.Sprintf("%d-%d", 1+j/3, j%3), Values: []any{"n", j, "s", "v" + strconv.Itoa(j)}})
+			}
 		}
 		if err := f.flush(false); err != nil {
 			return err
 		}
 	}
-	p.XGroupCreate(ctx, key("stream"), "g", "0")
 	for _, k := range []string{"list", "set", "hash", "zset"} {
-		f.add(key(k), false, nil)
+		if has(k) {
+			f.add(key(k), false, nil)
+		}
 	}
+	if !has("stream") {
+		return f.flush(true)
+	}
+	p.XGroupCreate(ctx, key("stream"), "g", "0")
 	f.add(key("stream"), true, nil)
 	if err := f.flush(true); err != nil {
 		return err

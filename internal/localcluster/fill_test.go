@@ -153,3 +153,31 @@ func absentAndResurrected(t *testing.T, src *redis.ClusterClient, dst *redis.Cli
 		t.Errorf("KeyStates.Compare with a resurrected and a missing key: %v", err)
 	}
 }
+
+// BigTypes limits the big keys to the types named (the keys path reads no
+// big list or stream, so a benchmark of it names the others).
+func TestFillBigTypes(t *testing.T) {
+	ctx := context.Background()
+	s := harness.ServerT(t, localcluster.Options{})
+	c := s.Client()
+	defer c.Close()
+	keys, err := localcluster.FillEveryType(ctx, c, "b", localcluster.FillOptions{Small: 1, BigElements: 1500, BigTypes: []string{"hash", "zset"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var big []string
+	for _, k := range keys {
+		if strings.Contains(k, ":big:") {
+			big = append(big, k)
+		}
+	}
+	if strings.Join(big, " ") != "b:big:hash b:big:zset" {
+		t.Fatalf("big keys %v, want b:big:hash and b:big:zset", big)
+	}
+	if n := c.Exists(ctx, "b:big:list", "b:big:set", "b:big:stream").Val(); n != 0 {
+		t.Fatalf("%d big keys of types not asked for", n)
+	}
+	if h, z := c.HLen(ctx, "b:big:hash").Val(), c.ZCard(ctx, "b:big:zset").Val(); h != 1500 || z != 1500 {
+		t.Fatalf("big hash of %d fields, zset of %d members; want 1500 each", h, z)
+	}
+}
