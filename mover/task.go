@@ -108,7 +108,6 @@ type task struct {
 	lag           atomic.Int64
 	clock         sourceClock
 	evictedBefore int64 // the target's evicted_keys before the move
-	appID         int64 // the applier's client ID on the target; 0 before it connects
 }
 
 // copyStats count what the feeder copied, for progress reports and the summary.
@@ -269,8 +268,8 @@ func (t *task) rollBack(context.Context) (Event, error) {
 // The applier's connection is killed on the target first (apply.Applier.Kill):
 // commands it sent with replies off may still wait in the target's buffers
 // after we closed it, and would otherwise run after the purge and bring
-// keys back. The target's own count of keys in the
-// slots then proves it empty.
+// keys back. The target's own count of keys in the slots then proves it
+// empty.
 func (t *task) rollback(ctx context.Context) (int64, error) {
 	t.mu.Lock()
 	app := t.app
