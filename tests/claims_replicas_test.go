@@ -35,23 +35,7 @@ func TestClaimsReplicasOnBothSides(t *testing.T) {
 	// the slots as a replica of the target, and its replica with it.
 	set := mustSlots(t, "0-2000")
 	moved := keysIn(load(t, cc, 10_000, set), set)
-	// The replicas' first syncs start at once, not after the 5 s default
-	// repl-diskless-sync-delay each (10 s of the test's 20), which is set
-	// back for the move.
-	syncDelay := func(value string) {
-		t.Helper()
-		for _, i := range []int{0, 3} {
-			n := c.Nodes[i].Client()
-			err := n.ConfigSet(ctx, "repl-diskless-sync-delay", value).Err()
-			n.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	syncDelay("0")
 	srcReplica, tgtReplica := addReplica(t, c, 0), addReplica(t, c, 3)
-	syncDelay("5")
 	for _, r := range []*localcluster.Server{srcReplica, tgtReplica} {
 		rc := r.Client()
 		id, err := rc.ClusterMyID(ctx).Result()

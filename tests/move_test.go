@@ -345,13 +345,29 @@ func keys(t *testing.T, cc *redis.ClusterClient, set *slots.Set) []string {
 }
 
 // addReplica starts a cluster node and makes it a replica of c.Nodes[of],
-// waiting until its link to the master is up.
+// waiting until its link to the master is up. The master starts the first
+// sync at once, not after its repl-diskless-sync-delay (5 s by default),
+// which is set back afterwards.
 func addReplica(t *testing.T, c *localcluster.Cluster, of int) *localcluster.Server {
 	t.Helper()
 	ctx := context.Background()
 	r := harness.ServerT(t, localcluster.Options{Cluster: true})
 	rc := r.Client()
 	defer rc.Close()
+	master := c.Nodes[of].Client()
+	defer master.Close()
+	delay, err := master.ConfigGet(ctx, "repl-diskless-sync-delay").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := master.ConfigSet(ctx, "repl-diskless-sync-delay", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := master.ConfigSet(ctx, "repl-diskless-sync-delay", delay["repl-diskless-sync-delay"]).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}()
 	if err := rc.ClusterMeet(ctx, "127.0.0.1", fmt.Sprint(c.Nodes[of].Port)).Err(); err != nil {
 		t.Fatal(err)
 	}
