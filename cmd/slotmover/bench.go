@@ -63,10 +63,7 @@ median of --runs runs.
 		fmt.Fprintf(os.Stderr, "slotmover bench: unexpected arguments %q\n", fs.Args())
 		return exitRefused
 	}
-	cfg.Workloads, cfg.Methods = splitList(*workloads), splitList(*methods)
-	if *bigTypes != strings.Join(localcluster.BigTypeNames, ",") {
-		cfg.BigTypes = splitList(*bigTypes)
-	}
+	cfg.Workloads, cfg.Methods, cfg.BigTypes = splitList(*workloads), splitList(*methods), splitList(*bigTypes)
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(os.Stderr, "slotmover bench: %v\n", err)
 		return exitRefused
