@@ -527,23 +527,10 @@ func TestClaimsFixExitStatus(t *testing.T) {
 	owner := c.Nodes[1].Client()
 	defer owner.Close()
 
-	// B, the owner of the orphans' slots, gets a replica (synced at once:
-	// no diskless sync delay).
-	if err := owner.ConfigSet(ctx, "repl-diskless-sync-delay", "0").Err(); err != nil {
-		t.Fatal(err)
-	}
-	replica := harness.ServerT(t, localcluster.Options{Cluster: true})
+	// B, the owner of the orphans' slots, gets a replica.
+	replica := addReplica(t, c, 1)
 	rc := replica.Client()
 	defer rc.Close()
-	if err := rc.ClusterMeet(ctx, "127.0.0.1", fmt.Sprint(c.Nodes[0].Port)).Err(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 20*time.Second, "the replica to know B", func() bool {
-		return rc.ClusterReplicate(ctx, c.IDs[1]).Err() == nil
-	})
-	waitFor(t, 20*time.Second, "the replica's link to B", func() bool {
-		return strings.Contains(rc.Info(ctx, "replication").Val(), "master_link_status:up")
-	})
 	// Every master knows it as a replica before it hangs (else fix would
 	// take it for a master it cannot read).
 	rid := rc.ClusterMyID(ctx).Val()
