@@ -44,6 +44,8 @@ type RunResult struct {
 	// The sources during the move (see SourceProbe): forks summed over
 	// them, PING latencies the worst of them (nil with Config.NoLatency).
 	Forks       *int64        `json:"forks,omitempty"`
+	StallMS     *int64        `json:"stall_max_ms,omitempty"` // the longest event of a source's main thread, in whole ms
+	StallEvent  string        `json:"stall_event,omitempty"`
 	PingIdleP99 *float64      `json:"ping_idle_p99_ms,omitempty"`
 	PingP99     *float64      `json:"ping_p99_ms,omitempty"`
 	PingMax     *float64      `json:"ping_max_ms,omitempty"`
@@ -201,6 +203,11 @@ func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, r
 		r.Error = fmt.Sprintf("probe the sources: %v", err)
 		return r
 	}
+	if err := pr.resetStalls(ctx); err != nil {
+		pr.finish(ctx)
+		r.Error = fmt.Sprintf("probe the sources: %v", err)
+		return r
+	}
 	if ld != nil {
 		ld.start(cfg.LoadRate, cfg.MoveTimeout)
 	}
@@ -243,13 +250,16 @@ func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, r
 	probes, perr := pr.finish(ctx)
 	r.Sources = probes
 	if perr != nil {
-		r.Warnings = append(r.Warnings, fmt.Sprintf("fork counts after the move: %v", perr))
+		r.Warnings = append(r.Warnings, fmt.Sprintf("the sources after the move: %v", perr))
 	} else {
-		var forks int64
+		var forks, stall int64
 		for _, sp := range probes {
 			forks += sp.Forks
+			if sp.StallMS >= stall {
+				stall, r.StallEvent = sp.StallMS, sp.StallEvent
+			}
 		}
-		r.Forks = &forks
+		r.Forks, r.StallMS = &forks, &stall
 	}
 	if !cfg.NoLatency {
 		var idle, p99, worst float64

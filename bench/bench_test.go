@@ -113,6 +113,9 @@ func TestRunSmallWorkload(t *testing.T) {
 		} else if w, ok := wantForks[m]; ok && *row.Forks != w || !ok && *row.Forks <= 0 {
 			t.Errorf("%s: the source forked %d times during the move", m, *row.Forks)
 		}
+		if row.StallMS == nil {
+			t.Errorf("%s: no stall reported", m)
+		}
 		if row.PingIdleP99 == nil || row.PingP99 == nil || row.PingMax == nil || *row.PingIdleP99 <= 0 || *row.PingP99 <= 0 || *row.PingMax < *row.PingP99 {
 			t.Errorf("%s: PING idle p99 %v, p99 %v, max %v ms", m, deref(row.PingIdleP99), deref(row.PingP99), deref(row.PingMax))
 		}
@@ -128,7 +131,7 @@ func TestRunSmallWorkload(t *testing.T) {
 		t.Errorf("slotmover-rdb took the %q path", rdb.Snapshot)
 	}
 	table := b.String()
-	for _, s := range []string{"snapshot", "forks", "ping p99 idle", "ping p99 move", "ping max", "small: slots 0-54", "slotmover-rdb", " keys "} {
+	for _, s := range []string{"snapshot", "forks", "stall", "ping p99 idle", "ping p99 move", "ping max", "small: slots 0-54", "slotmover-rdb", " keys "} {
 		if !strings.Contains(table, s) {
 			t.Errorf("table lacks %q", s)
 		}
@@ -357,4 +360,35 @@ func deref(p *float64) any {
 		return nil
 	}
 	return *p
+}
+
+// The probe's stall is the source's own: a 25 ms command during the move
+// is reported as such, a longer one before the move is not.
+func TestProbeReportsTheSourcesLongestStall(t *testing.T) {
+	s := harness.ServerT(t, localcluster.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := s.Client()
+	defer c.Close()
+	p, err := startProbe(ctx, []*localcluster.Server{s}, false, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Do(ctx, "DEBUG", "SLEEP", "0.06").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.resetStalls(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.moveStarts()
+	if err := c.Do(ctx, "DEBUG", "SLEEP", "0.025").Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := p.finish(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].StallMS < 25 || got[0].StallMS >= 60 || got[0].StallEvent != "command" {
+		t.Fatalf("probe %+v; want a stall of 25-59 ms, event command", got)
+	}
 }

@@ -15,14 +15,21 @@ import (
 	"github.com/slotmover/slotmover/internal/localcluster"
 )
 
-// SourceProbe is what one source went through during a move: its forks
-// and the latency of a PING sent every ~1 ms, while idle (the second
-// before the move) and during the move.
+// SourceProbe is what one source went through during a move: its forks,
+// its own longest stall, and the latency of a PING sent every ~1 ms, while
+// idle (the second before the move) and during the move.
 type SourceProbe struct {
 	Addr  string `json:"addr"`
 	Forks int64  `json:"forks"` // INFO stats total_forks, after the move minus before
 	// LatestForkUS is INFO stats latest_fork_usec after the move, when it forked.
 	LatestForkUS int64 `json:"latest_fork_usec,omitempty"`
+	// StallMS is the longest time the source's main thread spent on one
+	// event during the move (a command, a script, a fork, an expiry
+	// cycle…), as its latency monitor saw it: whole ms, rounded down, 0
+	// when nothing took 1 ms. StallEvent names that event. A PING's wait
+	// also counts waits for a CPU; this does not.
+	StallMS    int64  `json:"stall_max_ms"`
+	StallEvent string `json:"stall_event,omitempty"`
 
 	PingsIdle   int     `json:"pings_idle,omitempty"`
 	PingsDuring int     `json:"pings_during,omitempty"`
@@ -62,7 +69,8 @@ type pinger struct {
 	errs         int
 }
 
-// startProbe reads the sources' fork counts and, with latency, starts the
+// startProbe reads the sources' fork counts, has their latency monitors
+// record every event of 1 ms or more, and, with latency, starts the
 // pingers and lets them run for the idle window before it returns; the
 // caller calls moveStarts right before the move and finish after it.
 func startProbe(ctx context.Context, srvs []*localcluster.Server, latency bool, bound time.Duration) (*probe, error) {
@@ -70,6 +78,9 @@ func startProbe(ctx context.Context, srvs []*localcluster.Server, latency bool, 
 	for _, srv := range srvs {
 		n, _, err := forkStats(ctx, srv)
 		if err != nil {
+			return nil, err
+		}
+		if err := onServer(ctx, srv, "CONFIG", "SET", "latency-monitor-threshold", "1"); err != nil {
 			return nil, err
 		}
 		p.forks0 = append(p.forks0, n)
@@ -102,6 +113,16 @@ func startProbe(ctx context.Context, srvs []*localcluster.Server, latency bool, 
 // moveStarts sends the following PINGs' latencies to the move's bucket.
 func (p *probe) moveStarts() { p.moving.Store(true) }
 
+// resetStalls clears what the sources' latency monitors saw before the move.
+func (p *probe) resetStalls(ctx context.Context) error {
+	for _, s := range p.srcs {
+		if err := onServer(ctx, s.srv, "LATENCY", "RESET"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // finish stops the pingers (a PING in flight is waited for: a stall at the
 // move's end counts) and reads the fork counts again.
 func (p *probe) finish(ctx context.Context) ([]SourceProbe, error) {
@@ -118,6 +139,11 @@ func (p *probe) finish(ctx context.Context) ([]SourceProbe, error) {
 		sp.P50MS = quantileMS(s.during, 0.50)
 		sp.P99MS = quantileMS(s.during, 0.99)
 		sp.MaxMS = quantileMS(s.during, 1)
+		stall, event, err := longestStall(ctx, s.srv)
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		sp.StallMS, sp.StallEvent = stall, event
 		if i < len(p.forks0) {
 			n, latest, err := forkStats(ctx, s.srv)
 			if err != nil && firstErr == nil {
@@ -231,4 +257,37 @@ func forkStats(ctx context.Context, s *localcluster.Server) (total, latestUS int
 	}
 	latestUS, _ = strconv.ParseInt(st["latest_fork_usec"], 10, 64)
 	return total, latestUS, nil
+}
+
+// onServer runs one command on a server, on a connection of its own.
+func onServer(ctx context.Context, s *localcluster.Server, args ...any) error {
+	c := s.Client()
+	defer c.Close()
+	if err := c.Do(ctx, args...).Err(); err != nil {
+		return fmt.Errorf("%v on %s: %w", args, s.Addr, err)
+	}
+	return nil
+}
+
+// longestStall reads a server's LATENCY LATEST: the largest of its events'
+// maxima since the last LATENCY RESET, and that event's name.
+func longestStall(ctx context.Context, s *localcluster.Server) (ms int64, event string, err error) {
+	c := s.Client()
+	defer c.Close()
+	events, err := c.Do(ctx, "LATENCY", "LATEST").Slice()
+	if err != nil {
+		return 0, "", fmt.Errorf("LATENCY LATEST on %s: %w", s.Addr, err)
+	}
+	for _, e := range events {
+		// name, time of the latest, latest ms, max ms
+		f, _ := e.([]any)
+		if len(f) < 4 {
+			return 0, "", fmt.Errorf("LATENCY LATEST on %s: event %v", s.Addr, e)
+		}
+		name, _ := f[0].(string)
+		if top, _ := f[3].(int64); top > ms {
+			ms, event = top, name
+		}
+	}
+	return ms, event, nil
 }

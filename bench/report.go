@@ -39,9 +39,12 @@ type Row struct {
 	SwitchMS   *float64 `json:"switch_ms"` // slotmover, asm: the slots were served by the target from then on
 	Snapshot   string   `json:"snapshot,omitempty"`
 
-	// Of the median run: the sources' forks during the move and their
-	// PING latencies (idle p99, p99 and max during the move).
+	// Of the median run: the sources' forks during the move, their longest
+	// stall (see SourceProbe.StallMS) and their PING latencies (idle p99,
+	// p99 and max during the move).
 	Forks       *int64   `json:"forks"`
+	StallMS     *int64   `json:"stall_max_ms"`
+	StallEvent  string   `json:"stall_event,omitempty"`
 	PingIdleP99 *float64 `json:"ping_idle_p99_ms"`
 	PingP99     *float64 `json:"ping_p99_ms"`
 	PingMax     *float64 `json:"ping_max_ms"`
@@ -136,7 +139,8 @@ func (r *Report) summarize() {
 			row.KeysPerSec = float64(row.KeysMoved) / (row.WallMS / 1000)
 		}
 		row.PauseMS, row.SwitchMS, row.Snapshot = mid.PauseMS, mid.SwitchMS, mid.Snapshot
-		row.Forks, row.PingIdleP99, row.PingP99, row.PingMax = mid.Forks, mid.PingIdleP99, mid.PingP99, mid.PingMax
+		row.Forks, row.StallMS, row.StallEvent = mid.Forks, mid.StallMS, mid.StallEvent
+		row.PingIdleP99, row.PingP99, row.PingMax = mid.PingIdleP99, mid.PingP99, mid.PingMax
 		row.ServerRedirects, row.ClientRedirects, row.LoadOps = mid.ServerRedirects, mid.ClientRedirects, mid.LoadOps
 	}
 	for _, row := range r.Rows {
@@ -181,12 +185,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	b.WriteString("wall: start of the move to its end, source cleanup included; switched: the target served the slots from then on\n" +
 		"snapshot: the path slotmover's tasks took; forks: the sources' total_forks during the move; " +
+		"stall: the longest event of a source's main thread during the move (its latency monitor, whole ms: a command, a script, a fork…); " +
 		"ping: a PING to each source every ~1 ms, p99 in the idle second before the move, p99 and max during it (the worst source)\n" +
 		"redirects M/A/T: MOVED/ASK/TRYAGAIN " +
 		"replies of all nodes during the move (INFO errorstats); load saw: redirects the load's node clients got\n\n")
 
 	tw := tabwriter.NewWriter(&b, 2, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "workload\tmethod\twall\tvs slotmover\tswitched\tkeys moved\tkeys/s\tsnapshot\twrite pause\tforks\tping p99 idle\tping p99 move\tping max\tredirects M/A/T\tload saw\tload ops\tlost writes\tcheck\t")
+	fmt.Fprintln(tw, "workload\tmethod\twall\tvs slotmover\tswitched\tkeys moved\tkeys/s\tsnapshot\twrite pause\tforks\tstall\tping p99 idle\tping p99 move\tping max\tredirects M/A/T\tload saw\tload ops\tlost writes\tcheck\t")
 	msOrDash := func(p *float64) string {
 		if p == nil {
 			return "-"
@@ -194,7 +199,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 		return fmt.Sprintf("%.2f ms", *p)
 	}
 	for _, row := range r.Rows {
-		wall, ratio, switched, kps, pause, snap, forks := "-", "-", "-", "-", "-", "-", "-"
+		wall, ratio, switched, kps, pause, snap, forks, stall := "-", "-", "-", "-", "-", "-", "-", "-"
+		if row.StallMS != nil {
+			stall = fmt.Sprintf("%d ms", *row.StallMS)
+			if row.StallEvent != "" {
+				stall += " " + row.StallEvent
+			}
+		}
 		if row.Snapshot != "" {
 			snap = row.Snapshot
 		}
@@ -228,8 +239,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 			check = "WARN"
 		}
 		srv := row.ServerRedirects
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d/%d\t%d\t%d\t%d\t%s\t\n",
-			row.Workload, row.Method, wall, ratio, switched, row.KeysMoved, kps, snap, pause, forks,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d/%d\t%d\t%d\t%d\t%s\t\n",
+			row.Workload, row.Method, wall, ratio, switched, row.KeysMoved, kps, snap, pause, forks, stall,
 			msOrDash(row.PingIdleP99), msOrDash(row.PingP99), msOrDash(row.PingMax),
 			srv.Moved, srv.Ask, srv.TryAgain, row.ClientRedirects.Total(), row.LoadOps, row.LostWrites, check)
 	}
