@@ -388,7 +388,7 @@ func TestProbeReportsTheSourcesLongestStall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || got[0].StallMS < 25 || got[0].StallMS >= 60 || got[0].StallEvent != "command" {
-		t.Fatalf("probe %+v; want a stall of 25-59 ms, event command", got)
+	if len(got) != 1 || got[0].StallMS < 25 || got[0].StallMS >= 60 || got[0].StallEvent != "command (DEBUG)" {
+		t.Fatalf("probe %+v; want a stall of 25-59 ms, event command (DEBUG)", got)
 	}
 }

@@ -7,9 +7,12 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/internal/info"
 	"github.com/slotmover/slotmover/internal/localcluster"
@@ -26,8 +29,9 @@ type SourceProbe struct {
 	// StallMS is the longest time the source's main thread spent on one
 	// event during the move (a command, a script, a fork, an expiry
 	// cycle…), as its latency monitor saw it: whole ms, rounded down, 0
-	// when nothing took 1 ms. StallEvent names that event. A PING's wait
-	// also counts waits for a CPU; this does not.
+	// when nothing took 1 ms. StallEvent names that event, and for a
+	// command the slowest one its slow log kept. A PING's wait also counts
+	// waits for a CPU; this does not.
 	StallMS    int64  `json:"stall_max_ms"`
 	StallEvent string `json:"stall_event,omitempty"`
 
@@ -80,8 +84,10 @@ func startProbe(ctx context.Context, srvs []*localcluster.Server, latency bool, 
 		if err != nil {
 			return nil, err
 		}
-		if err := onServer(ctx, srv, "CONFIG", "SET", "latency-monitor-threshold", "1"); err != nil {
-			return nil, err
+		for _, kv := range [][2]string{{"latency-monitor-threshold", "1"}, {"slowlog-log-slower-than", "1000"}, {"slowlog-max-len", "4096"}} {
+			if err := onServer(ctx, srv, "CONFIG", "SET", kv[0], kv[1]); err != nil {
+				return nil, err
+			}
 		}
 		p.forks0 = append(p.forks0, n)
 		p.srcs = append(p.srcs, &pinger{srv: srv, addr: srv.Addr})
@@ -113,10 +119,14 @@ func startProbe(ctx context.Context, srvs []*localcluster.Server, latency bool, 
 // moveStarts sends the following PINGs' latencies to the move's bucket.
 func (p *probe) moveStarts() { p.moving.Store(true) }
 
-// resetStalls clears what the sources' latency monitors saw before the move.
+// resetStalls clears what the sources' latency monitors and slow logs saw
+// before the move.
 func (p *probe) resetStalls(ctx context.Context) error {
 	for _, s := range p.srcs {
 		if err := onServer(ctx, s.srv, "LATENCY", "RESET"); err != nil {
+			return err
+		}
+		if err := onServer(ctx, s.srv, "SLOWLOG", "RESET"); err != nil {
 			return err
 		}
 	}
@@ -270,7 +280,8 @@ func onServer(ctx context.Context, s *localcluster.Server, args ...any) error {
 }
 
 // longestStall reads a server's LATENCY LATEST: the largest of its events'
-// maxima since the last LATENCY RESET, and that event's name.
+// maxima since the last LATENCY RESET, and that event's name, with the
+// slowest command of its slow log when the event is a command.
 func longestStall(ctx context.Context, s *localcluster.Server) (ms int64, event string, err error) {
 	c := s.Client()
 	defer c.Close()
@@ -288,6 +299,22 @@ func longestStall(ctx context.Context, s *localcluster.Server) (ms int64, event 
 		if top, _ := f[3].(int64); top > ms {
 			ms, event = top, name
 		}
+	}
+	if event != "command" && event != "fast-command" {
+		return ms, event, nil
+	}
+	logged, err := c.SlowLogGet(ctx, -1).Result()
+	if err != nil {
+		return 0, "", fmt.Errorf("SLOWLOG GET on %s: %w", s.Addr, err)
+	}
+	var slowest redis.SlowLog
+	for _, l := range logged {
+		if l.Duration > slowest.Duration && len(l.Args) > 0 {
+			slowest = l
+		}
+	}
+	if len(slowest.Args) > 0 {
+		event += " (" + strings.ToUpper(slowest.Args[0]) + ")"
 	}
 	return ms, event, nil
 }

@@ -185,7 +185,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	b.WriteString("wall: start of the move to its end, source cleanup included; switched: the target served the slots from then on\n" +
 		"snapshot: the path slotmover's tasks took; forks: the sources' total_forks during the move; " +
-		"stall: the longest event of a source's main thread during the move (its latency monitor, whole ms: a command, a script, a fork…); " +
+		"stall: the longest event of a source's main thread during the move (its latency monitor, whole ms: a command, a script, a fork…; a command's name from its slow log); " +
 		"ping: a PING to each source every ~1 ms, p99 in the idle second before the move, p99 and max during it (the worst source)\n" +
 		"redirects M/A/T: MOVED/ASK/TRYAGAIN " +
 		"replies of all nodes during the move (INFO errorstats); load saw: redirects the load's node clients got\n\n")
