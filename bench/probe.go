@@ -76,7 +76,8 @@ type pinger struct {
 // startProbe reads the sources' fork counts, has their latency monitors
 // record every event of 1 ms or more, and, with latency, starts the
 // pingers and lets them run for the idle window before it returns; the
-// caller calls moveStarts right before the move and finish after it.
+// caller calls resetStalls and moveStarts right before the move and
+// finish after it.
 func startProbe(ctx context.Context, srvs []*localcluster.Server, latency bool, bound time.Duration) (*probe, error) {
 	p := &probe{stop: make(chan struct{}), latency: latency}
 	for _, srv := range srvs {
@@ -134,7 +135,7 @@ func (p *probe) resetStalls(ctx context.Context) error {
 }
 
 // finish stops the pingers (a PING in flight is waited for: a stall at the
-// move's end counts) and reads the fork counts again.
+// move's end counts), reads the fork counts again and the longest stalls.
 func (p *probe) finish(ctx context.Context) ([]SourceProbe, error) {
 	close(p.stop)
 	p.wg.Wait()
