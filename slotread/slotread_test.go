@@ -212,3 +212,54 @@ func TestReadTxAndSurvey(t *testing.T) {
 		t.Fatalf("survey: %d small keys, units %v", len(sv.Small), units)
 	}
 }
+
+// On a server with hash-field expiration (7.4+), the chunks of a big hash
+// read with fieldTTLs carry each field's expiry, as HPEXPIRETIME has it,
+// and -1 for a field without one.
+func TestChunksCarryFieldExpiries(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := harness.ClusterT(t, []string{"0-16383"}, localcluster.Options{}).Nodes[0].Client()
+	defer c.Close()
+	if info, err := c.Do(ctx, "COMMAND", "INFO", "HPEXPIRETIME").Slice(); err != nil || len(info) == 0 || info[0] == nil {
+		t.Skip("the server has no hash-field expiration (Redis 7.4+)")
+	}
+	want := map[string]int64{}
+	at := time.Now().Add(time.Hour).UnixMilli()
+	for i := range 3000 {
+		f := fmt.Sprint("f", i)
+		c.HSet(ctx, "{a}big", f, i)
+		want[f] = -1
+		if i%7 == 0 {
+			if err := c.Do(ctx, "HPEXPIREAT", "{a}big", at+int64(i), "FIELDS", 1, f).Err(); err != nil {
+				t.Fatal(err)
+			}
+			want[f] = at + int64(i)
+		}
+	}
+	got := map[string]int64{}
+	cursor := "0"
+	for calls := 0; calls < 200; calls++ {
+		ch, err := slotread.ReadChunk(ctx, c, "{a}big", "hash", cursor, 100, "{a}marker", "n"+strconv.Itoa(calls), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ch.FieldExpireAt)*2 != len(ch.Elements) {
+			t.Fatalf("a chunk of %d fields with %d expiries", len(ch.Elements)/2, len(ch.FieldExpireAt))
+		}
+		for i, e := range ch.FieldExpireAt {
+			got[ch.Elements[2*i]] = e
+		}
+		if cursor = ch.Cursor; cursor == "0" {
+			break
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("chunks brought %d fields, want %d", len(got), len(want))
+	}
+	for f, w := range want {
+		if got[f] != w {
+			t.Fatalf("field %s expires at %d, want %d", f, got[f], w)
+		}
+	}
+}

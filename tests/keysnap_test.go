@@ -118,7 +118,7 @@ func TestKeysSnapshot(t *testing.T) {
 }
 
 // On the keys path, big hashes, sets and sorted sets are read in chunks
-// while a client changes their elements, their TTLs, and pops the sorted
+// while a client changes their elements, the hash's TTL, and pops the sorted
 // set (which starts its read over): the target ends exactly like a mirror
 // that saw the same writes.
 func TestKeysPathReadsBigKeysInChunks(t *testing.T) {
@@ -153,13 +153,30 @@ func TestKeysPathReadsBigKeysInChunks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The set's TTL is one no write below changes: only its last chunk's
+	// read brings it (the hash's is set again by the writes after it).
 	if err := m.do(ctx, []string{hash, small}, func(c redis.Cmdable) error {
 		if err := c.Set(ctx, small, "x", time.Hour).Err(); err != nil {
+			return err
+		}
+		if err := c.Expire(ctx, sset, 2*time.Hour).Err(); err != nil {
 			return err
 		}
 		return c.Expire(ctx, hash, time.Hour).Err()
 	}); err != nil {
 		t.Fatal(err)
+	}
+	// With hash-field expiration (7.4+), a field no write touches expires:
+	// its chunk brings the expiry (a hash's digest says whether a field has one).
+	if info, err := cc.Do(ctx, "COMMAND", "INFO", "HPEXPIRE").Slice(); err == nil && len(info) == 1 && info[0] != nil {
+		if err := m.do(ctx, nil, func(c redis.Cmdable) error {
+			if err := c.HSet(ctx, hash, "ttl-field", "x").Err(); err != nil {
+				return err
+			}
+			return c.HPExpire(ctx, hash, 2*time.Hour, "ttl-field").Err()
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	opsCtx, stopOps := context.WithTimeout(ctx, time.Minute)
