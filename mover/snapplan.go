@@ -81,12 +81,15 @@ func planSnapshot(ctx context.Context, o Options, p *participants) (snapshotPlan
 		}
 		return snapshotPlan{path: SnapshotRDB, reason: reason}, nil
 	}
-	// The read scripts run these as the user; a user who may not run
+	// The reads (scripts and transactions) run these as the user; a user who may not run
 	// them, or the chunks' commands on the target, takes the RDB.
 	key := tempKey(o.Slots.Slots()[0], "probe", 0)
 	var probes []probe
 	for _, cmd := range []string{"TYPE", "STRLEN", "HLEN", "LLEN", "SCARD", "ZCARD", "XLEN"} {
 		probes = append(probes, probe{cmd, key})
+	}
+	for _, t := range slotread.ScanTypes {
+		probes = append(probes, probe{slotread.ScanCommand[t], key, 0})
 	}
 	if err := checkPermissions(ctx, p.source, "source", probes, nil); err != nil {
 		return rdb("%v", err)

@@ -459,8 +459,8 @@ redis.call('DEL', KEYS[1])
 return {now[1], now[2], out}
 `)
 
-// scanOf is the command that scans the elements of a type ReadChunk reads.
-var scanOf = map[string]string{"hash": "HSCAN", "set": "SSCAN", "zset": "ZSCAN"}
+// ScanCommand is the command by which ReadChunk scans each of ScanTypes.
+var ScanCommand = map[string]string{"hash": "HSCAN", "set": "SSCAN", "zset": "ZSCAN"}
 
 // chunkTx reads a chunk in a transaction: MULTI; TIME; TYPE; the scan;
 // PTTL; SET and DEL of the marker; EXEC. A script would convert every
@@ -468,7 +468,7 @@ var scanOf = map[string]string{"hash": "HSCAN", "set": "SSCAN", "zset": "ZSCAN"}
 // about 40% more for the same scan. It answers as chunkScript does.
 func chunkTx(ctx context.Context, c *redis.Client, key, typ, cursor string, count int, marker, nonce string) ([]any, error) {
 	ran, err := transactions(ctx, c, [][][]any{{
-		{"TIME"}, {"TYPE", key}, {scanOf[typ], key, cursor, "COUNT", count}, {"PTTL", key},
+		{"TIME"}, {"TYPE", key}, {ScanCommand[typ], key, cursor, "COUNT", count}, {"PTTL", key},
 		{"SET", marker, nonce}, {"DEL", marker},
 	}})
 	if err != nil {
@@ -486,7 +486,7 @@ func chunkTx(ctx context.Context, c *redis.Client, key, typ, cursor string, coun
 	}
 	scan, _ := r[2].([]any)
 	if len(scan) != 2 {
-		return nil, fmt.Errorf("%s answered %v", scanOf[typ], r[2])
+		return nil, fmt.Errorf("%s answered %v", ScanCommand[typ], r[2])
 	}
 	return []any{now[0], now[1], []any{t, scan[0], scan[1], r[3], []any{}}}, nil
 }

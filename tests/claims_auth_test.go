@@ -169,12 +169,12 @@ func TestClaimsAuthACLUser(t *testing.T) {
 	// setUser grants the user every command of acl but without ("" for
 	// none): left out, not taken away with "-", which Redis 6.2 refuses
 	// for a subcommand (config|get).
-	setUser := func(without string) {
+	setUser := func(without string, more ...string) {
 		t.Helper()
 		for _, n := range c.Nodes {
 			cl := n.Client()
 			args := []any{"ACL", "SETUSER", "mover", "reset", "on", ">pw", "~*", "&*", "-@all"}
-			for _, cmd := range acl {
+			for _, cmd := range append(slices.Clone(acl), more...) {
 				if cmd != without {
 					args = append(args, "+"+cmd)
 				}
@@ -208,8 +208,17 @@ func TestClaimsAuthACLUser(t *testing.T) {
 		assertUnchanged(t, c, fingerprint)
 	}
 
+	// The keys path's reads need more (the README lists them): forced
+	// onto it, a user who may not scan a big hash is refused by name.
+	setUser("", "type", "strlen", "hlen", "llen", "scard", "zcard", "xlen", "sscan", "zscan", "persist")
+	code, stdout, stderr := runCLIEnv(t, nil, append(args, "--snapshot", "keys")...)
+	if code != 2 || !strings.Contains(stderr, "hscan") {
+		t.Fatalf("keys path, user without hscan: exit %d, want 2 (refused) naming hscan; stdout %s; stderr %s", code, stdout, stderr)
+	}
+	assertUnchanged(t, c, fingerprint)
+
 	setUser("")
-	code, stdout, stderr := runCLIEnv(t, nil, args...)
+	code, stdout, stderr = runCLIEnv(t, nil, args...)
 	sum := parseSummary(t, code, stdout, stderr)
 	if code != 0 || sum.Result != "moved" || sum.KeysCopied != int64(len(keys)) || sum.BigKeys == 0 {
 		t.Fatalf("user with the move's commands only: exit %d, result %q, %d keys copied (want %d), %d big; stderr %s",
