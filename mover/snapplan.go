@@ -81,8 +81,9 @@ func planSnapshot(ctx context.Context, o Options, p *participants) (snapshotPlan
 		}
 		return snapshotPlan{path: SnapshotRDB, reason: reason}, nil
 	}
-	// The reads (scripts and transactions) run these as the user; a user who may not run
-	// them, or the chunks' commands on the target, takes the RDB.
+	// The reads (scripts and transactions) run these as the user; a user
+	// who may not run them, or the chunks' commands on the target, takes
+	// the RDB.
 	key := tempKey(o.Slots.Slots()[0], "probe", 0)
 	var probes []probe
 	for _, cmd := range []string{"TYPE", "STRLEN", "HLEN", "LLEN", "SCARD", "ZCARD", "XLEN"} {
