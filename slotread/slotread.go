@@ -1,13 +1,14 @@
 // Package slotread reads the keys of chosen slots from a live source, with
-// no fork and no RDB: a snapshot in short script calls, each of which
-// writes a marker key (SET then DEL, in one slot) as its last step. The
-// source's replication stream shows the marker as MULTI; SET; DEL; EXEC at
-// the exact point of that call, so the stream commands before it are in
-// what the call read, and those after it are not.
+// no fork and no RDB: a snapshot in short calls (scripts or transactions),
+// each of which writes a marker key (SET then DEL, in one slot) as its
+// last step. The source's replication stream shows the marker as MULTI;
+// SET; DEL; EXEC at the exact point of that call, so the stream commands
+// before it are in what the call read, and those after it are not.
 //
-// A slot is first listed (List), then its keys read in batches (Read)
-// bounded by a budget of elements, so that no call holds the source's main
-// thread for long. A key too big for one call is not read but reported.
+// A slot is first listed (List), then its keys read in batches bounded by
+// a budget of elements (ReadTx for keys known small, Read for others),
+// so that no call holds the source's main thread for long. A key too big
+// for one call is not read but reported, and read in chunks (ReadChunk).
 package slotread
 
 import (
