@@ -28,13 +28,14 @@ const (
 
 // keysPathMaxShare is the share of the source's keys past which auto takes
 // the RDB: reading keys one by one costs the source more per key than a
-// fork and a serialization of them all. Measured with `slotmover bench
-// --workloads small --slots 0-N` (1M keys of 512 B, Redis 7.0.15, 2 cores,
-// median of 3): the keys path's wall time over the RDB path's was 0.19 at
-// 1% of the source's keys, 0.62 at 5%, 1.08 at 10%, 1.77 at 20%; with
-// batches across slots and surveyed keys read unsized (one run each), 0.81
-// at 10% and 1.52 at 20%.
-const keysPathMaxShare = 0.10
+// fork and a serialization of them all. Measured with `slotmover bench`
+// (Redis 7.0.15, 2 cores) on 2 December 2026, with the keys path of that
+// day: one source, 1M keys of 512 B, `--workloads small --slots 0-N`,
+// median of 2: the keys path's wall time over the RDB path's was 0.38 at
+// 10% of the source's keys, 0.57 at 20%, 0.98 at 33%. Three sources at
+// once, 25% of each (`scaleout`): 0.68 with 1M keys, 0.52 with 1M of mixed
+// types, 0.60 with 10M keys. (Earlier keys paths crossed near 10%.)
+const keysPathMaxShare = 0.30
 
 // snapshotPlan is the snapshot path a move takes, and why.
 type snapshotPlan struct {
