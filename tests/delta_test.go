@@ -331,24 +331,29 @@ func TestResyncsOfExpiringAndHotKeys(t *testing.T) {
 
 // moveHeldInCatchUp starts a move of set from the first master to the
 // fourth that stays in catch-up (a fence that is never met) until cancel,
-// and returns once it is there; done gives its summary at the end.
-func moveHeldInCatchUp(t *testing.T, c *localcluster.Cluster, set *slots.Set) (done <-chan mover.Summary, cancel func()) {
+// and returns once it is there; done gives its summary at the end. tune
+// changes the move's options.
+func moveHeldInCatchUp(t *testing.T, c *localcluster.Cluster, set *slots.Set, tune ...func(*mover.Options)) (done <-chan mover.Summary, cancel func()) {
 	t.Helper()
 	inCatchUp := make(chan struct{})
 	var once sync.Once
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	out := make(chan mover.Summary, 1)
+	opts := mover.Options{
+		Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
+		Slots: set, Logger: testLogger(t),
+		FenceTimeout: time.Nanosecond, MaxAttempts: 1_000_000,
+		Progress: func(p mover.Progress) {
+			if p.Phase == mover.PhaseCatchUp {
+				once.Do(func() { close(inCatchUp) })
+			}
+		},
+	}
+	for _, f := range tune {
+		f(&opts)
+	}
 	go func() {
-		sum, _ := mover.Run(ctx, mover.Options{
-			Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
-			Slots: set, Logger: testLogger(t),
-			FenceTimeout: time.Nanosecond, MaxAttempts: 1_000_000,
-			Progress: func(p mover.Progress) {
-				if p.Phase == mover.PhaseCatchUp {
-					once.Do(func() { close(inCatchUp) })
-				}
-			},
-		})
+		sum, _ := mover.Run(ctx, opts)
 		out <- sum
 	}()
 	select {
