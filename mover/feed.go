@@ -50,6 +50,7 @@ type feeder struct {
 	readSeq       uint64
 	deferred      map[string]uint64       // key → the read that will bring it (awaitingRead: one not made yet)
 	pending       map[string]*pendingRead // reads whose marker has not come, by nonce
+	positioned    []*pendingRead          // resyncs read at an offset the stream has not reached, in its order
 	deferredCount atomic.Int64            // len(deferred), for the cutover's fence
 	keys          *keySnapshot            // the keys path's snapshot; nil for the RDB's
 	frozenAt      atomic.Int64            // 1 + the stream offset past which nothing is applied; 0 until the cutover
@@ -279,23 +280,31 @@ func (f *feeder) replay(e *rdbparse.Entry, version int) error {
 // DEL, UNLINK, MSET and MSETNX are split per key, and the keys of any other
 // multi-key write are resynced from the source (see resync).
 func (f *feeder) applyDelta(ctx context.Context, cmd *stream.Command) error {
+	if err := f.applyCommand(ctx, cmd); err != nil {
+		return err
+	}
+	// Resyncs read at this point hold the keys as they are here: they go
+	// before the mark, so that the target reaching it means it has them.
+	if err := f.finishPositioned(cmd.End); err != nil {
+		return err
+	}
+	f.app.Mark(cmd.End)
+	return nil
+}
+
+func (f *feeder) applyCommand(ctx context.Context, cmd *stream.Command) error {
 	if at := f.frozenAt.Load(); at > 0 && cmd.Start >= at-1 {
-		f.app.Mark(cmd.End)
 		return nil
 	}
 	for _, k := range f.app.TakeGone() {
 		if f.deferred[string(k)] == 0 {
-			if err := f.resync(ctx, slots.ForKey(k), [][]byte{k}); err != nil {
+			if err := f.resync(ctx, [][]byte{k}); err != nil {
 				return err
 			}
 		}
 	}
 	if r := f.readOf(cmd); r != nil {
-		if err := f.finishRead(r); err != nil {
-			return err
-		}
-		f.app.Mark(cmd.End)
-		return nil
+		return f.finishRead(r)
 	}
 	units := []stream.Command{*cmd}
 	if cmd.Tx != nil {
@@ -312,7 +321,6 @@ func (f *feeder) applyDelta(ctx context.Context, cmd *stream.Command) error {
 			return err
 		}
 	}
-	f.app.Mark(cmd.End)
 	return nil
 }
 
@@ -439,7 +447,7 @@ func (f *feeder) applyOne(ctx context.Context, u *stream.Command) error {
 	if len(rest) == 0 {
 		return nil
 	}
-	return f.resync(ctx, u.Slot, rest)
+	return f.resync(ctx, rest)
 }
 
 // send writes one command behind ASKING; label names it in errors.
@@ -460,13 +468,14 @@ func distinctKeys(u *stream.Command) [][]byte {
 	return out
 }
 
-// pendingRead is a read on the source made in one call with a marker
-// write (see package slotread), so that the marker's place in the stream
-// is exactly the moment the read shows: a copy of some keys, or a listing
-// of slots for the keys path's snapshot.
+// pendingRead is a read on the source whose place in the stream is
+// exactly the moment the read shows: a copy of some keys, or a listing of
+// slots for the keys path's snapshot, made in one call with a marker
+// write (see package slotread); or a resync, read at an offset.
 type pendingRead struct {
 	id       uint64
 	marker   []byte
+	at       int64          // a resync's offset (slotread.ReadAt)
 	keys     []slotread.Key // the copies, restored at the marker
 	listed   []uint16       // a listing's slots, held until the marker
 	chunk    *chunkCopy     // a chunk of a big key
@@ -477,27 +486,64 @@ type pendingRead struct {
 const awaitingRead = math.MaxUint64
 
 // resync handles a multi-key write the target would refuse: its keys are
-// read again on the source in one call with a marker write, and every
-// later command on them is skipped until the marker comes through the
-// stream, where the copies are RESTOREd: the state the keys have there.
-func (f *feeder) resync(ctx context.Context, slot uint16, keys [][]byte) error {
+// read again on the source in one transaction that also answers the
+// source's replication offset, and every command on them is skipped until
+// the stream reaches that offset, where the copies are RESTOREd: the state
+// the keys have there. The read writes nothing, so a write pause does not
+// hold it up: a resync of the last writes before a cutover's fence is read
+// during the pause, at the fence, where a marker's write would wait for
+// the pause to end and the fence would be missed.
+func (f *feeder) resync(ctx context.Context, keys [][]byte) error {
 	names := make([]string, len(keys))
 	for i, k := range keys {
 		names[i] = string(k)
 	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	// Whole, whatever their size (as a replica would have them): DUMP and
 	// PTTL only, not sized first.
-	if _, err := f.readBatches(ctx, []uint16{slot}, [][]string{names}, false); err != nil {
+	var got []slotread.Key
+	var at int64
+	err := cluster.WhileDown(ctx, func() (err error) {
+		got, at, err = slotread.ReadAt(ctx, f.source, names)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("resync of %d keys from the source: %w", len(keys), err)
 	}
+	f.readSeq++
+	r := &pendingRead{id: f.readSeq, at: at, keys: got}
+	for _, k := range got {
+		f.deferred[k.Name] = r.id
+	}
+	f.deferredCount.Store(int64(len(f.deferred)))
+	f.positioned = append(f.positioned, r)
 	f.stats.resynced.Add(int64(len(keys)))
+	return nil
+}
+
+// finishPositioned restores the resyncs read at or before offset end, once
+// the stream has been applied through end. A resync read past the point
+// where the stream was frozen shows the source after it let go of the
+// slots (orphans it expired since): it must not reach the target.
+func (f *feeder) finishPositioned(end int64) error {
+	for len(f.positioned) > 0 && f.positioned[0].at <= end {
+		r := f.positioned[0]
+		if fz := f.frozenAt.Load(); fz > 0 && r.at > fz-1 {
+			return fmt.Errorf("a resync of %d keys was read at offset %d, after the source released the slots at %d", len(r.keys), r.at, fz-1)
+		}
+		f.positioned = f.positioned[1:]
+		if err := f.finishRead(r); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
 // read reads keys of slot on the source (as far as lim lets one call go)
 // and defers them to the read's marker.
-func (f *feeder) read(ctx context.Context, slot uint16, keys []string, lim slotread.Limits, snapshot bool) ([]slotread.Key, error) {
-	r := f.newRead(slot, snapshot)
+func (f *feeder) read(ctx context.Context, slot uint16, keys []string, lim slotread.Limits) ([]slotread.Key, error) {
+	r := f.newRead(slot)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	// A refused call wrote no marker: it can be made again.
@@ -525,13 +571,13 @@ func (f *feeder) read(ctx context.Context, slot uint16, keys []string, lim slotr
 // its marker. It returns how many batches ran, the first ones: the others'
 // keys were not read (a node down for a moment refused them), and are to be
 // read again.
-func (f *feeder) readBatches(ctx context.Context, slotOf []uint16, batches [][]string, snapshot bool) (int, error) {
+func (f *feeder) readBatches(ctx context.Context, slotOf []uint16, batches [][]string) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	reads := make([]*pendingRead, len(batches))
 	txs := make([]slotread.Batch, len(batches))
 	for i, keys := range batches {
-		reads[i] = f.newRead(slotOf[i], snapshot)
+		reads[i] = f.newRead(slotOf[i])
 		txs[i] = slotread.Batch{Keys: keys, Marker: string(reads[i].marker), Nonce: f.nonce(reads[i])}
 	}
 	var got [][]slotread.Key
@@ -560,14 +606,13 @@ func (f *feeder) readBatches(ctx context.Context, slotOf []uint16, batches [][]s
 	return len(got), err
 }
 
-// newRead registers a read about to be made, with a marker in slot.
-func (f *feeder) newRead(slot uint16, snapshot bool) *pendingRead {
+// newRead registers a read of the keys path's snapshot about to be made,
+// with a marker in slot.
+func (f *feeder) newRead(slot uint16) *pendingRead {
 	f.readSeq++
-	r := &pendingRead{id: f.readSeq, marker: []byte(tempKey(slot, f.opts.TaskID+":marker", 0)), snapshot: snapshot}
+	r := &pendingRead{id: f.readSeq, marker: []byte(tempKey(slot, f.opts.TaskID+":marker", 0)), snapshot: true}
 	f.pending[f.nonce(r)] = r
-	if snapshot {
-		f.keys.reading++
-	}
+	f.keys.reading++
 	return r
 }
 

@@ -134,7 +134,7 @@ func (f *feeder) readKeys(ctx context.Context, r *stream.CommandReader) error {
 func (f *feeder) listNext(ctx context.Context) error {
 	ks := f.keys
 	group := ks.groups[0]
-	r := f.newRead(group[0], true)
+	r := f.newRead(group[0])
 	var lists [][]string
 	err := cluster.WhileDown(ctx, func() (err error) {
 		lists, err = slotread.List(ctx, f.source, group, string(r.marker), f.nonce(r), listKeysPerCall)
@@ -198,7 +198,7 @@ queue:
 		}
 		slotOf, batches = append(slotOf, l.slot), append(batches, l.keys)
 	}
-	ran, err := f.readBatches(ctx, slotOf, batches, true)
+	ran, err := f.readBatches(ctx, slotOf, batches)
 	for i := range ran {
 		ks.queue[i].keys = ks.queue[i].keys[len(batches[i]):]
 	}
@@ -230,7 +230,7 @@ queue:
 			break
 		}
 	}
-	got, err := f.read(ctx, slotOf[0], batch, ks.lim, true)
+	got, err := f.read(ctx, slotOf[0], batch, ks.lim)
 	if err != nil {
 		return fmt.Errorf("read keys of slot %d…: %w", slotOf[0], err)
 	}
@@ -265,7 +265,7 @@ func (ks *keySnapshot) toRead() bool {
 func (f *feeder) readChunk(ctx context.Context) error {
 	ks := f.keys
 	b := ks.bigQueue[0]
-	r := f.newRead(b.slot, true)
+	r := f.newRead(b.slot)
 	var ch slotread.Chunk
 	err := cluster.WhileDown(ctx, func() (err error) {
 		ch, err = slotread.ReadChunk(ctx, f.source, b.key, b.typ, b.cursor, chunkElements, string(r.marker), f.nonce(r), ks.fieldTTLs)

@@ -318,49 +318,18 @@ type Batch struct {
 func ReadTx(ctx context.Context, c *redis.Client, batches []Batch) ([][]Key, error) {
 	txs := make([][][]any, len(batches))
 	for i, b := range batches {
-		tx := [][]any{{"TIME"}}
-		for _, k := range b.Keys {
-			tx = append(tx, []any{"DUMP", k}, []any{"PTTL", k})
-		}
-		txs[i] = append(tx, []any{"SET", b.Marker, b.Nonce}, []any{"DEL", b.Marker})
+		txs[i] = append(dumpCommands(b.Keys), []any{"SET", b.Marker, b.Nonce}, []any{"DEL", b.Marker})
 	}
 	ran, txErr := transactions(ctx, c, txs)
 	out := make([][]Key, 0, len(batches))
 	for i, replies := range ran {
 		b := batches[i]
-		fail := func(err error) ([][]Key, error) {
-			return out, fmt.Errorf("read %d keys on %s: %w", len(b.Keys), c.Options().Addr, err)
-		}
 		if len(replies) != 3+2*len(b.Keys) {
-			return fail(fmt.Errorf("EXEC answered %d replies", len(replies)))
+			return out, fmt.Errorf("read %d keys on %s: EXEC answered %d replies", len(b.Keys), c.Options().Addr, len(replies))
 		}
-		t, _ := replies[0].([]any)
-		if len(t) != 2 {
-			return fail(fmt.Errorf("TIME answered %v", replies[0]))
-		}
-		now, err := scriptTime(t[0], t[1])
+		keys, err := parseDumps(replies[:len(replies)-2], b.Keys)
 		if err != nil {
-			return fail(err)
-		}
-		keys := make([]Key, len(b.Keys))
-		for j, name := range b.Keys {
-			k := Key{Name: name}
-			payload, pttl := replies[1+2*j], replies[2+2*j]
-			switch d, ok := payload.(string); {
-			case payload == nil:
-				k.Gone = true
-			case !ok:
-				return fail(fmt.Errorf("DUMP of %q answered %T", name, payload))
-			default:
-				k.Payload = []byte(d)
-				switch ms, _ := pttl.(int64); {
-				case ms >= 0:
-					k.ExpireAt = now + ms
-				case ms == -2: // expired between the DUMP and the PTTL: not possible in a transaction, but cheap to handle
-					k.Gone, k.Payload = true, nil
-				}
-			}
-			keys[j] = k
+			return out, fmt.Errorf("read %d keys on %s: %w", len(b.Keys), c.Options().Addr, err)
 		}
 		out = append(out, keys)
 	}
@@ -369,6 +338,83 @@ func ReadTx(ctx context.Context, c *redis.Client, batches []Batch) ([][]Key, err
 		return out, fmt.Errorf("read %d keys on %s: %w", len(b.Keys), c.Options().Addr, txErr)
 	}
 	return out, nil
+}
+
+// ReadAt reads keys as ReadTx does, but writes no marker: the transaction
+// starts with ROLE, and the source's replication offset it answers is the
+// point of the stream the copies show (every command of the stream up to
+// it is in them, none after it). A transaction that writes nothing runs
+// during a CLIENT PAUSE WRITE, where a marker's write would wait for the
+// pause to end.
+func ReadAt(ctx context.Context, c *redis.Client, keys []string) (_ []Key, at int64, _ error) {
+	fail := func(err error) ([]Key, int64, error) {
+		return nil, 0, fmt.Errorf("read %d keys on %s: %w", len(keys), c.Options().Addr, err)
+	}
+	tx := append([][]any{{"ROLE"}}, dumpCommands(keys)...)
+	ran, err := transactions(ctx, c, [][][]any{tx})
+	if err != nil {
+		return fail(err)
+	}
+	replies := ran[0]
+	if len(replies) != 2+2*len(keys) {
+		return fail(fmt.Errorf("EXEC answered %d replies", len(replies)))
+	}
+	role, _ := replies[0].([]any)
+	if len(role) < 2 || role[0] != "master" {
+		return fail(fmt.Errorf("ROLE answered %v: the source is no longer a master", replies[0]))
+	}
+	at, ok := role[1].(int64)
+	if !ok || at < 0 {
+		return fail(fmt.Errorf("ROLE answered offset %v", role[1]))
+	}
+	got, err := parseDumps(replies[1:], keys)
+	if err != nil {
+		return fail(err)
+	}
+	return got, at, nil
+}
+
+// dumpCommands reads keys in a transaction: TIME, then DUMP and PTTL of each.
+func dumpCommands(keys []string) [][]any {
+	tx := make([][]any, 0, 1+2*len(keys))
+	tx = append(tx, []any{"TIME"})
+	for _, k := range keys {
+		tx = append(tx, []any{"DUMP", k}, []any{"PTTL", k})
+	}
+	return tx
+}
+
+// parseDumps reads the replies of dumpCommands.
+func parseDumps(replies []any, names []string) ([]Key, error) {
+	t, _ := replies[0].([]any)
+	if len(t) != 2 {
+		return nil, fmt.Errorf("TIME answered %v", replies[0])
+	}
+	now, err := scriptTime(t[0], t[1])
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]Key, len(names))
+	for j, name := range names {
+		k := Key{Name: name}
+		payload, pttl := replies[1+2*j], replies[2+2*j]
+		switch d, ok := payload.(string); {
+		case payload == nil:
+			k.Gone = true
+		case !ok:
+			return nil, fmt.Errorf("DUMP of %q answered %T", name, payload)
+		default:
+			k.Payload = []byte(d)
+			switch ms, _ := pttl.(int64); {
+			case ms >= 0:
+				k.ExpireAt = now + ms
+			case ms == -2: // expired between the DUMP and the PTTL: not possible in a transaction, but cheap to handle
+				k.Gone, k.Payload = true, nil
+			}
+		}
+		keys[j] = k
+	}
+	return keys, nil
 }
 
 // transactions sends each of txs as MULTI, its commands, EXEC, all in one

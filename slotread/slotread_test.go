@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slotmover/slotmover/internal/info"
 	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/slotread"
 	"github.com/slotmover/slotmover/slots"
@@ -210,6 +211,59 @@ func TestReadTxAndSurvey(t *testing.T) {
 	// A string counts a unit per 64 bytes; the survey sees what is there.
 	if len(sv.Small) != 21 || units[a+"s5"] != 5 || units[a+"s19"] != 19 || units[a+"ttl"] != 0 {
 		t.Fatalf("survey: %d small keys, units %v", len(sv.Small), units)
+	}
+}
+
+// ReadAt reads keys during a CLIENT PAUSE WRITE (it writes nothing) and
+// answers the source's replication offset as the copies' point; its
+// payloads and TTLs restore to the same keys elsewhere.
+func TestReadAtDuringAWritePause(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl := harness.ClusterT(t, []string{"0-16383"}, localcluster.Options{})
+	// A backlog, so that writes move the replication offset.
+	if err := cl.KeepBacklog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := cl.Nodes[0].Client()
+	defer c.Close()
+	names := []string{"{a}s", "{a}ttl", "{a}h", "{a}gone"}
+	c.Set(ctx, "{a}s", "v", 0)
+	c.Set(ctx, "{a}ttl", "v", time.Hour)
+	c.HSet(ctx, "{a}h", "f1", "x", "f2", "y")
+	if err := c.Do(ctx, "CLIENT", "PAUSE", 10_000, "WRITE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Do(context.Background(), "CLIENT", "UNPAUSE")
+	rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+	defer rcancel()
+	got, at, err := slotread.ReadAt(rctx, c, names)
+	if err != nil {
+		t.Fatalf("a read during the pause: %v", err)
+	}
+	off, err := info.ReadInt(ctx, c, "replication", "master_repl_offset")
+	if err != nil || at != off || at == 0 {
+		t.Fatalf("read at offset %d; the paused source is at %d (%v)", at, off, err)
+	}
+	if len(got) != len(names) || !got[3].Gone || got[0].Gone || got[0].ExpireAt != 0 {
+		t.Fatalf("read %+v", got)
+	}
+	if left := time.Until(time.UnixMilli(got[1].ExpireAt)); left < time.Hour-time.Minute || left > time.Hour {
+		t.Fatalf("{a}ttl expires in %s, want about an hour", left)
+	}
+	c.Do(ctx, "CLIENT", "UNPAUSE")
+	dst := harness.ServerT(t, localcluster.Options{}).Client()
+	defer dst.Close()
+	for _, k := range got[:3] {
+		if err := dst.RestoreReplace(ctx, k.Name, 0, string(k.Payload)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if k.ExpireAt > 0 {
+			dst.PExpireAt(ctx, k.Name, time.UnixMilli(k.ExpireAt))
+		}
+	}
+	if err := localcluster.CompareKeys(ctx, c, dst, names[:3]); err != nil {
+		t.Fatalf("the payloads restored elsewhere: %v", err)
 	}
 }
 

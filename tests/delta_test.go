@@ -15,9 +15,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
+	"github.com/slotmover/slotmover/stream"
 	"github.com/slotmover/slotmover/tests/harness"
 )
 
@@ -236,6 +238,97 @@ func TestFlushAllCancelsMove(t *testing.T) {
 	}
 	if err := c.WaitOwner(ctx, mustSlots(t, "0-5460"), c.IDs[0], 5*time.Second); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A multi-key write that reaches the mover during the cutover's write
+// pause is resynced at the fence: the read writes nothing, so the pause
+// does not hold it up, and the first attempt switches the slots. (A read
+// that wrote a marker waited for the pause to end: the fence was missed,
+// the source's writes held for the whole 250 ms, and under steady multi-key
+// writes half the attempts failed so, now and then all five of a move.)
+func TestResyncDuringThePause(t *testing.T) {
+	c := fourMasters(t)
+	ctx := testContext(t, time.Minute)
+	cc := c.Client()
+	defer cc.Close()
+	set := mustSlots(t, "0-99")
+	a, b := tagIn(set, 0)+"a", tagIn(set, 0)+"b"
+	if err := cc.Set(ctx, a, "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	paused := make(chan struct{})
+	var pauseOnce sync.Once
+	seen := make(chan struct{})
+	var seenOnce sync.Once
+	var attempts []error
+	hooks := mover.Hooks{
+		// The mover holds the first RENAME it meets in the stream until
+		// the cutover has paused the source's writes.
+		Delta: func(u *stream.Command) bool {
+			if u.Name() == "RENAME" {
+				seenOnce.Do(func() {
+					close(seen)
+					select {
+					case <-paused:
+					case <-time.After(20 * time.Second):
+					}
+				})
+			}
+			return true
+		},
+		Fence: func(next cutover.Fence) cutover.Fence {
+			return func(ctx context.Context, off int64) error {
+				pauseOnce.Do(func() { close(paused) })
+				return next(ctx, off)
+			}
+		},
+		OnCutover: func(_ cutover.Result, err error) { attempts = append(attempts, err) },
+	}
+	// RENAMEs back and forth until the mover meets one in the stream.
+	renames := make(chan error, 1)
+	last := a
+	go func() {
+		from, to := a, b
+		for i := 0; i < 1000; i++ {
+			select {
+			case <-seen:
+				renames <- nil
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if err := cc.Rename(ctx, from, to).Err(); err != nil {
+				renames <- err
+				return
+			}
+			last, from, to = to, to, from
+		}
+		renames <- errors.New("the mover never met a RENAME")
+	}()
+	sum, err := mover.Run(ctx, mover.Options{
+		Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
+		Slots: set, Logger: testLogger(t), Hooks: hooks,
+	})
+	if rerr := <-renames; rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err != nil || sum.Result != mover.ResultMoved {
+		t.Fatalf("move: %s: %v", sum.Result, err)
+	}
+	if len(attempts) != 1 || attempts[0] != nil || sum.KeysResynced == 0 || sum.PauseMS > 100 {
+		t.Fatalf("cutover attempts %v, %d keys resynced, pause %.1f ms: want one attempt, a resync in its pause, and a short pause", attempts, sum.KeysResynced, sum.PauseMS)
+	}
+	target := c.Nodes[3].Client()
+	defer target.Close()
+	gone := a
+	if last == a {
+		gone = b
+	}
+	if v, err := target.Get(ctx, last).Result(); err != nil || v != "v" {
+		t.Fatalf("target: %s = %q (%v), want \"v\"", last, v, err)
+	}
+	if n, err := target.Exists(ctx, gone).Result(); err != nil || n != 0 {
+		t.Fatalf("target: %s exists (%d, %v) after it was renamed to %s", gone, n, err, last)
 	}
 }
 
