@@ -30,18 +30,13 @@ func StartCluster(ctx context.Context, dir string, specs []string, opts Options)
 		}
 	}()
 	for i, spec := range specs {
-		s, err := StartServer(ctx, dir, opts)
+		s, id, err := startAlone(ctx, dir, opts, i+1)
 		if err != nil {
 			return nil, err
 		}
 		c.Nodes = append(c.Nodes, s)
 		cl := s.Client()
-		id, err := cl.ClusterMyID(ctx).Result()
-		if err == nil {
-			// Distinct epochs up front, so the cluster does not have to resolve collisions.
-			err = cl.Do(ctx, "CLUSTER", "SET-CONFIG-EPOCH", i+1).Err()
-		}
-		if err == nil && spec != "" {
+		if spec != "" {
 			var set *slots.Set
 			if set, err = slots.Parse(spec); err == nil {
 				err = cl.Do(ctx, addSlotsArgs(s.Bin, set)...).Err()
@@ -66,6 +61,34 @@ func StartCluster(ctx context.Context, dir string, specs []string, opts Options)
 	}
 	ok = true
 	return c, nil
+}
+
+// startAlone starts a cluster-mode server that knows no other node and
+// gives it config epoch epoch (distinct epochs up front, so that the
+// cluster does not have to resolve collisions), and returns it with its
+// node ID. A node of another test's cluster that still knows the port from
+// a server stopped there may reach the new one first (its epoch is then
+// no longer 0): that server is stopped and another port tried.
+func startAlone(ctx context.Context, dir string, opts Options, epoch int) (*Server, string, error) {
+	for try := 1; ; try++ {
+		s, err := StartServer(ctx, dir, opts)
+		if err != nil {
+			return nil, "", err
+		}
+		cl := s.Client()
+		id, err := cl.ClusterMyID(ctx).Result()
+		if err == nil {
+			err = cl.Do(ctx, "CLUSTER", "SET-CONFIG-EPOCH", epoch).Err()
+		}
+		cl.Close()
+		if err == nil {
+			return s, id, nil
+		}
+		s.Stop()
+		if try == 3 || !strings.Contains(err.Error(), "epoch is already non-zero") && !strings.Contains(err.Error(), "know any other node") {
+			return nil, "", fmt.Errorf("set up node %s: %w", s.Addr, err)
+		}
+	}
 }
 
 // addSlotsArgs is CLUSTER ADDSLOTSRANGE of set's ranges, or ADDSLOTS of
