@@ -513,10 +513,7 @@ func (f *feeder) resync(ctx context.Context, keys [][]byte) error {
 	}
 	f.readSeq++
 	r := &pendingRead{id: f.readSeq, at: at, keys: got}
-	for _, k := range got {
-		f.deferred[k.Name] = r.id
-	}
-	f.deferredCount.Store(int64(len(f.deferred)))
+	f.deferTo(r)
 	f.positioned = append(f.positioned, r)
 	f.stats.resynced.Add(int64(len(keys)))
 	return nil
@@ -557,12 +554,7 @@ func (f *feeder) read(ctx context.Context, slot uint16, keys []string, lim slotr
 		return nil, err
 	}
 	r.keys = got
-	for _, k := range got {
-		if !k.Big {
-			f.deferred[k.Name] = r.id
-		}
-	}
-	f.deferredCount.Store(int64(len(f.deferred)))
+	f.deferTo(r)
 	return got, nil
 }
 
@@ -595,15 +587,23 @@ func (f *feeder) readBatches(ctx context.Context, slotOf []uint16, batches [][]s
 			continue
 		}
 		r.keys = got[i]
-		for _, k := range got[i] {
-			f.deferred[k.Name] = r.id
-		}
+		f.deferTo(r)
 	}
-	f.deferredCount.Store(int64(len(f.deferred)))
 	if err == nil && rest != nil && !cluster.IsDown(rest) {
 		err = rest
 	}
 	return len(got), err
+}
+
+// deferTo makes the stream's commands on r's copies (not its big keys,
+// which are read in chunks) wait for r.
+func (f *feeder) deferTo(r *pendingRead) {
+	for _, k := range r.keys {
+		if !k.Big {
+			f.deferred[k.Name] = r.id
+		}
+	}
+	f.deferredCount.Store(int64(len(f.deferred)))
 }
 
 // newRead registers a read of the keys path's snapshot about to be made,
