@@ -124,6 +124,9 @@ func TestClaimsSourceReplIDChangeCancelsMove(t *testing.T) {
 		}
 		over()
 		sum := awaitMove(t, done, cancel, 30*time.Second, "")
+		if err != nil {
+			t.Fatal(err)
+		}
 		if newID == oldID {
 			t.Fatalf("the failover left the old source's replication ID as it was (%s): the test changed nothing", oldID)
 		}

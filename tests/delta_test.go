@@ -332,9 +332,10 @@ func TestResyncDuringThePause(t *testing.T) {
 	}
 }
 
-// A key that expires as a resync reads it puts its DEL inside the resync's
-// marker block (the source deletes it lazily, in the same transaction): the
-// marker must still be recognized, else the move waits for it forever. And
+// A key that expires as a resync reads it is deleted by the source in the
+// resync's own transaction, and that DEL comes through the stream after
+// the offset the resync was read at: the copy says gone, and the move must
+// go on past it, not wait. And
 // a catch-up that never comes close enough for a cutover (hot multi-key
 // writes, a target that cannot follow) ends at its deadline with a
 // rollback, instead of never.
