@@ -1,4 +1,5 @@
-package tests
+// Package matrix runs the server compatibility matrix as part of the suite.
+package matrix
 
 import (
 	"bufio"
@@ -25,10 +26,10 @@ import (
 // against another build instead. SLOTMOVER_BUILDS_DIR names another folder
 // of builds.
 func TestCompatibilityMatrix(t *testing.T) {
-	// Parallel: it runs once the package's other tests are over, when
-	// `go test ./...` has mostly finished the other packages too, so that
-	// its builds do not share the two cores of CI with them.
-	t.Parallel()
+	// A package of its own, so that `go test ./...` runs it beside ./tests
+	// (each with its own -timeout) instead of after it: the two took 23
+	// minutes one after the other. One build at a time, so that with
+	// ./tests it keeps two tests running on CI's two cores, as before.
 	if os.Getenv("SLOTMOVER_MATRIX_CHILD") != "" {
 		t.Skip("skipped: already inside the matrix")
 	}
@@ -36,7 +37,7 @@ func TestCompatibilityMatrix(t *testing.T) {
 	if err != nil {
 		t.Skip("skipped: the matrix script needs bash")
 	}
-	script, err := filepath.Abs("../.ci/matrix")
+	script, err := filepath.Abs("../../.ci/matrix")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,6 +52,9 @@ func TestCompatibilityMatrix(t *testing.T) {
 	}
 	cmd := exec.CommandContext(ctx, bash, script)
 	cmd.Dir = filepath.Dir(filepath.Dir(script))
+	if os.Getenv("SLOTMOVER_MATRIX_JOBS") == "" {
+		cmd.Env = append(os.Environ(), "SLOTMOVER_MATRIX_JOBS=1")
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	out, err := cmd.StdoutPipe()
