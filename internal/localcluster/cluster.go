@@ -3,6 +3,7 @@ package localcluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -160,7 +161,7 @@ func (c *Cluster) unhealthy(ctx context.Context) string {
 }
 
 // slotView reduces CLUSTER NODES to "id slots..." lines of masters, sorted by
-// the reply order of IDs, and says what is not settled yet.
+// ID, and says what is not settled yet.
 func slotView(nodes string, want int) (string, string) {
 	lines := strings.Split(strings.TrimSpace(nodes), "\n")
 	if len(lines) < want {
@@ -179,16 +180,8 @@ func slotView(nodes string, want int) (string, string) {
 			view = append(view, f[0]+" "+strings.Join(f[8:], " "))
 		}
 	}
-	sortStrings(view)
+	slices.Sort(view)
 	return strings.Join(view, "\n"), ""
-}
-
-func sortStrings(s []string) {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
 }
 
 // Client returns a cluster client over every node; the caller closes it.
