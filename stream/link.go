@@ -34,9 +34,10 @@ type Config struct {
 	// KeepSourceConfig leaves the source's settings alone. By default
 	// repl-diskless-sync-delay is set to 0 (the 5 s default would delay every
 	// move by that much) and rdbcompression to no for the sync, and both are
-	// restored once the snapshot has arrived; with From (the keys path, whose
+	// restored once the snapshot has arrived. With From (the keys path, whose
 	// reads DUMP every key: with compression on, a DUMP of an incompressible
-	// value costs the source 5× as much), once the link is closed.
+	// value costs the source 5× as much), only rdbcompression is, until the
+	// link is closed.
 	KeepSourceConfig bool
 
 	// Applied, if set, is the offset through which the consumer has done
@@ -125,7 +126,11 @@ func Open(ctx context.Context, cfg Config) (*Link, error) {
 		done:    make(chan struct{}),
 	}
 	if !cfg.KeepSourceConfig {
-		lease, err := tuneSource(ctx, cfg, l.log)
+		overrides := fullSyncOverrides
+		if cfg.From != nil {
+			overrides = partialSyncOverrides
+		}
+		lease, err := tuneSource(ctx, cfg, overrides, l.log)
 		if err != nil {
 			return nil, err
 		}

@@ -472,14 +472,19 @@ func TestPartialSyncContinuesTheHistory(t *testing.T) {
 		t.Fatalf("the source forked %d times for a partial sync", n-forksBefore)
 	}
 	// The keys path DUMPs every key it reads: compression stays off while
-	// the link is open, and is restored when it closes.
-	if got := c.ConfigGet(ctx, "rdbcompression").Val()["rdbcompression"]; got != "no" {
-		t.Fatalf("rdbcompression %q during a partial sync, want no", got)
+	// the link is open, and is restored when it closes. It has no full
+	// sync to hurry: repl-diskless-sync-delay stays as it was. A full sync
+	// meanwhile turns that off for its snapshot only.
+	wantSettings(t, c, "during a partial sync", "5", "no")
+	full, _ := openLink(t, s, Config{})
+	wantSettings(t, c, "during a full sync beside a partial one", "0", "no")
+	if _, err := io.Copy(io.Discard, full.RDB()); err != nil {
+		t.Fatal(err)
 	}
+	full.Close()
+	wantSettings(t, c, "after the full sync's link closed, the partial one open", "5", "no")
 	l.Close()
-	if got := c.ConfigGet(ctx, "rdbcompression").Val()["rdbcompression"]; got != "yes" {
-		t.Fatalf("rdbcompression %q after the partial sync's link closed, want yes", got)
-	}
+	wantSettings(t, c, "after both links closed", "5", "yes")
 
 	// A point the source does not hold is refused, not turned into a full sync.
 	bad := *from
@@ -487,5 +492,19 @@ func TestPartialSyncContinuesTheHistory(t *testing.T) {
 	_, err = Open(ctx, Config{Conn: cluster.Conn{Addr: s.Addr}, From: &bad})
 	if !errors.Is(err, ErrNoContinue) {
 		t.Fatalf("a point of another history: %v, want ErrNoContinue", err)
+	}
+}
+
+// wantSettings fails unless the source's repl-diskless-sync-delay and
+// rdbcompression are delay and compression.
+func wantSettings(t *testing.T, c *redis.Client, when, delay, compression string) {
+	t.Helper()
+	got, err := c.ConfigGet(context.Background(), "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["repl-diskless-sync-delay"] != delay || got["rdbcompression"] != compression {
+		t.Fatalf("%s: repl-diskless-sync-delay %q, rdbcompression %q; want %q, %q",
+			when, got["repl-diskless-sync-delay"], got["rdbcompression"], delay, compression)
 	}
 }

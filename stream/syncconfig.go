@@ -10,73 +10,82 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// syncOverrides are the source settings that make a full sync fast, applied
-// for the sync only: no 5 s wait for other replicas before a diskless sync
-// starts, and no LZF compression of the snapshot, which costs the source
-// more CPU than the bytes it saves on a local network (and is attempted,
-// mostly in vain, on every value of more than 20 bytes; DUMP tries it too).
-var syncOverrides = []string{"repl-diskless-sync-delay", "0", "rdbcompression", "no"}
+// An override is a source setting changed for as long as a link needs it.
+type override struct{ name, value string }
 
-// configLease is this process's hold on the source's overridden settings.
-// Leases on one source are counted, so that concurrent syncs restore the
-// operator's values only when the last one is done.
+var (
+	// fullSyncOverrides make a full sync fast: no 5 s wait for other
+	// replicas before a diskless sync starts, and no LZF compression of
+	// the snapshot, which costs the source more CPU than the bytes it saves
+	// on a local network (and is attempted, mostly in vain, on every value
+	// of more than 20 bytes).
+	fullSyncOverrides = []override{{"repl-diskless-sync-delay", "0"}, {"rdbcompression", "no"}}
+	// partialSyncOverrides serve the keys path, which has no full sync but
+	// DUMPs every key it moves, and DUMP compresses as the RDB does.
+	partialSyncOverrides = []override{{"rdbcompression", "no"}}
+)
+
+// configLease is one link's hold on the settings it overrides on its source.
+// Holds are counted per source and setting, so that concurrent links restore
+// the operator's value of a setting only when the last one that needs it is
+// done, whichever settings each of them needs.
 type configLease struct {
-	once sync.Once
-	cfg  Config
+	once  sync.Once
+	cfg   Config
+	names []string // the settings held
+}
+
+type heldSetting struct {
+	original string
+	count    int
 }
 
 var leases = struct {
 	sync.Mutex
-	held map[string]*heldConfig
-}{held: map[string]*heldConfig{}}
+	held map[[2]string]*heldSetting // by source address and setting name
+}{held: map[[2]string]*heldSetting{}}
 
-type heldConfig struct {
-	original []string // name, value, … as they were
-	count    int
-}
-
-// tuneSource applies syncOverrides on the source until the lease is released.
-func tuneSource(ctx context.Context, cfg Config, log *slog.Logger) (*configLease, error) {
+// tuneSource applies overrides on the source until the lease is released.
+func tuneSource(ctx context.Context, cfg Config, overrides []override, log *slog.Logger) (*configLease, error) {
 	leases.Lock()
 	defer leases.Unlock()
-	if h := leases.held[cfg.Addr]; h != nil {
-		h.count++
-		return &configLease{cfg: cfg}, nil
-	}
+	l := &configLease{cfg: cfg}
 	c := cfg.Client()
 	defer c.Close()
-	var original, changed []string
-	for i := 0; i < len(syncOverrides); i += 2 {
-		name, value := syncOverrides[i], syncOverrides[i+1]
-		got, err := c.ConfigGet(ctx, name).Result()
+	var set, was []string
+	for _, o := range overrides {
+		key := [2]string{cfg.Addr, o.name}
+		if h := leases.held[key]; h != nil {
+			h.count++
+			l.names = append(l.names, o.name)
+			continue
+		}
+		got, err := c.ConfigGet(ctx, o.name).Result()
 		if err != nil {
-			return nil, fmt.Errorf("read %s on source %s: %w", name, cfg.Addr, err)
+			l.dropLocked(c, log)
+			return nil, fmt.Errorf("read %s on source %s: %w", o.name, cfg.Addr, err)
 		}
-		if old, ok := got[name]; ok && old != value {
-			original = append(original, name, old)
-			changed = append(changed, name, value)
+		old, ok := got[o.name]
+		if !ok || old == o.value {
+			continue
 		}
-	}
-	if len(changed) == 0 {
-		return nil, nil
-	}
-	if err := c.ConfigSet(ctx, changed[0], changed[1]).Err(); err != nil {
-		return nil, fmt.Errorf("set %s on source %s: %w", changed[0], cfg.Addr, err)
-	}
-	// CONFIG SET takes several pairs at once only from Redis 7.0 on.
-	for i := 2; i < len(changed); i += 2 {
-		if err := c.ConfigSet(ctx, changed[i], changed[i+1]).Err(); err != nil {
-			restore(c, original[:i], log)
-			return nil, fmt.Errorf("set %s on source %s: %w", changed[i], cfg.Addr, err)
+		// One setting a call: CONFIG SET takes several only from 7.0 on.
+		if err := c.ConfigSet(ctx, o.name, o.value).Err(); err != nil {
+			l.dropLocked(c, log)
+			return nil, fmt.Errorf("set %s on source %s: %w", o.name, cfg.Addr, err)
 		}
+		leases.held[key] = &heldSetting{original: old, count: 1}
+		l.names = append(l.names, o.name)
+		set, was = append(set, o.name, o.value), append(was, o.name, old)
 	}
-	log.Info("tuned the source for the sync", "set", changed, "was", original)
-	leases.held[cfg.Addr] = &heldConfig{original: original, count: 1}
-	return &configLease{cfg: cfg}, nil
+	if len(set) > 0 {
+		log.Info("tuned the source for the sync", "set", set, "was", was)
+	}
+	return l, nil
 }
 
-// release gives the lease back; the last one restores the original values.
-// A nil lease (nothing was changed) is fine.
+// release gives the lease back, restoring each setting it was the last to
+// hold. A nil lease is fine.
 func (l *configLease) release(log *slog.Logger) {
 	if l == nil {
 		return
@@ -84,18 +93,32 @@ func (l *configLease) release(log *slog.Logger) {
 	l.once.Do(func() {
 		leases.Lock()
 		defer leases.Unlock()
-		h := leases.held[l.cfg.Addr]
-		if h == nil {
-			return
-		}
-		if h.count--; h.count > 0 {
-			return
-		}
-		delete(leases.held, l.cfg.Addr)
-		c := l.cfg.Client()
-		defer c.Close()
-		restore(c, h.original, log)
+		l.dropLocked(nil, log)
 	})
+}
+
+// dropLocked drops the lease's holds and restores, through c or a client of
+// its own, each setting no other lease holds.
+func (l *configLease) dropLocked(c *redis.Client, log *slog.Logger) {
+	var original []string
+	for _, name := range l.names {
+		key := [2]string{l.cfg.Addr, name}
+		h := leases.held[key]
+		if h.count--; h.count > 0 {
+			continue
+		}
+		delete(leases.held, key)
+		original = append(original, name, h.original)
+	}
+	l.names = nil
+	if len(original) == 0 {
+		return
+	}
+	if c == nil {
+		c = l.cfg.Client()
+		defer c.Close()
+	}
+	restore(c, original, log)
 }
 
 func restore(c *redis.Client, original []string, log *slog.Logger) {
