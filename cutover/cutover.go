@@ -94,6 +94,14 @@ type Result struct {
 	NotTold error
 }
 
+// Rest is the part of the pause that none of FenceWait, Release, CatchUp
+// and Claim names: the round trips of CLIENT PAUSE and CLIENT UNPAUSE, of
+// the fence's offset read and of the ownership check. It is a few round
+// trips, unless the source or the machine stalls.
+func (r Result) Rest() time.Duration {
+	return r.Pause - r.FenceWait - r.Release - r.CatchUp - r.Claim
+}
+
 // Switch runs one cutover attempt:
 //
 //  0. Before the pause, queue the transactions of steps 4, 6 and 8 (MULTI

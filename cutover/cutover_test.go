@@ -116,6 +116,10 @@ func TestSwitchUnpausesWhenTheFenceIsMissed(t *testing.T) {
 			if res.Pause <= 0 {
 				t.Errorf("no unpause was timed: result %+v", res)
 			}
+			// The parts are disjoint spans of the pause.
+			if res.FenceWait <= 0 || res.Rest() < 0 {
+				t.Errorf("pause %s: fence wait %s, rest %s; want both parts of it", res.Pause, res.FenceWait, res.Rest())
+			}
 			if err := source.Set(ctx, "{"+tagOf(0)+"}:at-once", "v", 0).Err(); err != nil {
 				t.Fatalf("write to the source: %v", err)
 			}

@@ -570,7 +570,7 @@ func (t *task) cutover(ctx context.Context) (Event, error) {
 	t.sum.FenceOffset, t.sum.ReleaseOffset = res.Fence, res.ReleaseOffset
 	t.sum.ReleaseRefusals += res.Refusals
 	t.log.Info("cutover attempt", "attempt", t.m.Attempts(), "lag_before", t.lag.Load(), "fence", res.Fence, "release_offset", res.ReleaseOffset, "refusals", res.Refusals,
-		"pause", res.Pause, "fence_wait", res.FenceWait, "release", res.Release, "catch_up", res.CatchUp, "claim", res.Claim, "released", res.Released, "error", err)
+		"pause", res.Pause, "fence_wait", res.FenceWait, "release", res.Release, "catch_up", res.CatchUp, "claim", res.Claim, "rest", res.Rest(), "released", res.Released, "error", err)
 	if res.NotTold != nil {
 		t.log.Warn("masters not told of the new owner; they learn it by gossip", "error", res.NotTold)
 	}
