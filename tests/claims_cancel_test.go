@@ -111,15 +111,12 @@ func TestClaimsSourceReplIDChangeCancelsMove(t *testing.T) {
 			}
 		})
 		defer cancel()
-		newID, err := failOver(ctx, rc, source, oldID, t.Logf)
+		err = failOver(ctx, rc, source, oldID, t.Logf)
 		over()
 		if err != nil {
 			cancel()
 			<-done
 			t.Fatalf("%v\nsource's log: %s\nreplica's log: %s", err, c.Nodes[0].LogTail(60), replica.LogTail(60))
-		}
-		if newID == oldID {
-			t.Fatalf("the failover left the old source's replication ID as it was (%s): the test changed nothing", oldID)
 		}
 		sum := awaitMove(t, done, cancel, 30*time.Second, "")
 		w.finish(t)
@@ -180,33 +177,33 @@ func assertReplIDRollback(t *testing.T, c *localcluster.Cluster, set *slots.Set,
 	assertNoOrphans(t, c)
 }
 
-// replID reads a node's master_replid.
 // failOver runs CLUSTER FAILOVER on replica until its master's replication
-// ID is no longer oldID, and returns the new one. A manual failover gives up
-// silently after 5s (the master's pause ends, nothing changes); once in a CI
-// run of many it did, under load, for a reason its logs did not keep. A retry
-// waits 12s, past the 10s in which the other masters refuse a second vote
-// for a replica of the same master.
-func failOver(ctx context.Context, replica, master *redis.Client, oldID string, logf func(string, ...any)) (string, error) {
+// ID is no longer oldID. A manual failover gives up silently after 5s (the
+// master's pause ends, nothing changes); once in a CI run of many it did,
+// for a reason its logs did not keep. A retry waits 12s, past the 10s in
+// which the other masters refuse a second vote for a replica of the same
+// master.
+func failOver(ctx context.Context, replica, master *redis.Client, oldID string, logf func(string, ...any)) error {
 	const tries, wait = 3, 12 * time.Second
 	for try := 1; try <= tries; try++ {
 		if err := replica.Do(ctx, "CLUSTER", "FAILOVER").Err(); err != nil {
-			return "", fmt.Errorf("CLUSTER FAILOVER on %s: %w", replica.Options().Addr, err)
+			return fmt.Errorf("CLUSTER FAILOVER on %s: %w", replica.Options().Addr, err)
 		}
 		for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 			id, err := replID(ctx, master)
 			if err != nil {
-				return "", fmt.Errorf("replication ID of %s: %w", master.Options().Addr, err)
+				return fmt.Errorf("replication ID of %s: %w", master.Options().Addr, err)
 			}
 			if id != oldID {
-				return id, nil
+				return nil
 			}
 		}
 		logf("CLUSTER FAILOVER %d of %d on %s: %s still has replication ID %s after %s", try, tries, replica.Options().Addr, master.Options().Addr, oldID, wait)
 	}
-	return "", fmt.Errorf("%s still has replication ID %s after %d CLUSTER FAILOVERs on its replica %s", master.Options().Addr, oldID, tries, replica.Options().Addr)
+	return fmt.Errorf("%s still has replication ID %s after %d CLUSTER FAILOVERs on its replica %s", master.Options().Addr, oldID, tries, replica.Options().Addr)
 }
 
+// replID reads a node's master_replid.
 func replID(ctx context.Context, c *redis.Client) (string, error) {
 	text, err := c.Info(ctx, "replication").Result()
 	if err != nil {
