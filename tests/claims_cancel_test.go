@@ -92,10 +92,9 @@ func TestClaimsSourceReplIDChangeCancelsMove(t *testing.T) {
 		// target trails the writer, so no cutover attempt pauses and
 		// unpauses the source meanwhile. With attempts every ~35 ms (a
 		// fence held at 1 ns), the failover did not complete in 2 runs of
-		// 5 on 7.0.15; with none, it did in 8 of 8. Why is not pinned
-		// down: 7.0's CLIENT UNPAUSE leaves the failover's own pause
-		// alone, but the replica starts only once its offset equals the
-		// one its paused master announced.
+		// 5 on 7.0.15; with none, it did in 8 of 8 here, but once not in
+		// CI, which is why failOver tries again. Why is not pinned down
+		// (see failOver).
 		failedOver := make(chan struct{})
 		var failedOverOnce sync.Once
 		over := func() { failedOverOnce.Do(func() { close(failedOver) }) }

@@ -335,10 +335,9 @@ func TestResyncDuringThePause(t *testing.T) {
 // A key that expires as a resync reads it is deleted by the source in the
 // resync's own transaction, and that DEL comes through the stream after
 // the offset the resync was read at: the copy says gone, and the move must
-// go on past it, not wait. And
-// a catch-up that never comes close enough for a cutover (hot multi-key
-// writes, a target that cannot follow) ends at its deadline with a
-// rollback, instead of never.
+// go on past it, not wait. And a catch-up that never comes close enough
+// for a cutover (hot multi-key writes, a target that cannot follow) ends
+// at its deadline with a rollback, instead of never.
 func TestResyncsOfExpiringAndHotKeys(t *testing.T) {
 	c := fourMasters(t)
 	ctx := context.Background()
