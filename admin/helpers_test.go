@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -190,12 +191,18 @@ type served struct {
 // test did not stop it.
 func serve(t *testing.T, cfg Config, m sidecar.Manager) served {
 	t.Helper()
+	return serveLogged(t, cfg, m, nil)
+}
+
+// serveLogged is serve with the server's log written to logger.
+func serveLogged(t *testing.T, cfg Config, m sidecar.Manager, logger *slog.Logger) served {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv := New(cfg, m, nil)
+	srv := New(cfg, m, logger)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
 	var once sync.Once

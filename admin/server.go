@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -180,6 +181,10 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	if sess == nil || sess.closing || len(cmd.Args) == 0 {
 		return
 	}
+	if crossProtocol(cmd.Args[0]) {
+		s.refuseHTTP(c, sess, cmd.Args[0])
+		return
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("admin: handler panicked", "id", sess.id, "command", string(cmd.Args[0]), "panic", p, "stack", string(debug.Stack()))
@@ -187,6 +192,27 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 		}
 	}()
 	s.dispatch(c, sess, cmd.Args)
+}
+
+// crossProtocol says whether a command's name is one no RESP client sends
+// but every HTTP request does: the method POST, or the header Host:. A web
+// page can make a browser send such a request to this port, and the inline
+// protocol would read its lines, body included, as commands.
+func crossProtocol(name []byte) bool {
+	return strings.EqualFold(string(name), "post") || strings.EqualFold(string(name), "host:")
+}
+
+// refuseHTTP does what Redis's securityWarningCommand does: it closes the
+// connection at once, unanswered (replies not yet sent are dropped too),
+// and the commands read after this one, in the same read, are not run.
+func (s *Server) refuseHTTP(c redcon.Conn, sess *session, name []byte) {
+	s.log.Warn("admin: possible cross-protocol attack: a client sent an HTTP request (POST or Host:); connection closed",
+		"id", sess.id, "addr", sess.addr, "command", strings.ToUpper(string(name)))
+	sess.closing = true
+	if w := redcon.BaseWriter(c); w != nil {
+		w.SetBuffer(nil)
+	}
+	c.Close()
 }
 
 // requestContext is the context of one Manager call: it ends with Serve's.
