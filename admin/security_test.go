@@ -2,14 +2,23 @@ package admin
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
 	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // syncBuffer is a log destination safe for the server's goroutines.
@@ -97,5 +106,77 @@ func TestHTTPRequestClosesTheConnection(t *testing.T) {
 				t.Errorf("no warning logged:\n%s", l)
 			}
 		})
+	}
+}
+
+// selfSigned returns a certificate for 127.0.0.1, good for a server and a
+// client, and a pool that trusts it.
+func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "slotmover admin test"},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(leaf)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
+}
+
+// With Config.TLS the port speaks TLS only: a TLS client is answered, a
+// plaintext one is closed unanswered; with ClientCAs required, a client
+// without a certificate is refused.
+func TestTLS(t *testing.T) {
+	cert, pool := selfSigned(t)
+	f := newFake()
+	s := serve(t, Config{TLS: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}, f)
+
+	c := client(t, s.addr, &redis.Options{TLSConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}})
+	if id, err := c.Do(ctx, "CLUSTER", "MIGRATION", "IMPORT", "0", "100").Text(); err != nil || id != "task01" {
+		t.Fatalf("IMPORT over TLS: %q, %v", id, err)
+	}
+	if err := client(t, s.addr, nil).Ping(ctx).Err(); err == nil {
+		t.Fatal("a plaintext client was answered")
+	}
+	raw, err := net.DialTimeout("tcp", s.addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	fmt.Fprint(raw, "*5\r\n$7\r\nCLUSTER\r\n$9\r\nMIGRATION\r\n$6\r\nIMPORT\r\n$3\r\n200\r\n$3\r\n300\r\n")
+	if got := readToEOF(t, raw); got != "" {
+		t.Fatalf("a plaintext command was answered %q", got)
+	}
+	if imports, _ := f.seen(); len(imports) != 1 {
+		t.Fatalf("imports %q: the plaintext one reached the manager", imports)
+	}
+
+	mutual := serve(t, Config{TLS: &tls.Config{
+		Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
+	}}, newFake())
+	if err := client(t, mutual.addr, &redis.Options{TLSConfig: &tls.Config{RootCAs: pool}}).Ping(ctx).Err(); err == nil {
+		t.Fatal("a client without a certificate was answered")
+	}
+	withCert := &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}
+	if err := client(t, mutual.addr, &redis.Options{TLSConfig: withCert}).Ping(ctx).Err(); err != nil {
+		t.Fatalf("a client with a trusted certificate: %v", err)
 	}
 }

@@ -5,7 +5,9 @@
 // also answers what redis-cli and go-redis send when they connect (HELLO,
 // AUTH, CLIENT SETNAME/SETINFO, COMMAND DOCS), PING, ECHO, INFO and QUIT,
 // with Redis's error wording for unknown commands, wrong arity and missing
-// authentication.
+// authentication. As Redis, it closes unanswered a connection that sends an
+// HTTP request (a command named POST or Host:). It serves TLS only when
+// Config.TLS is set.
 //
 // The server speaks RESP2 only: HELLO 3 is refused with -NOPROTO, which
 // clients (go-redis, redis-cli -3) take as "stay on RESP2".
@@ -13,6 +15,7 @@ package admin
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -48,6 +51,11 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Version is reported by HELLO and INFO ("dev" when empty).
 	Version string
+	// TLS, when set, makes the port speak TLS only: Serve wraps its
+	// listener, and a client that does not start with a TLS handshake
+	// fails it and is closed, unanswered. Set ClientAuth and ClientCAs to
+	// require client certificates.
+	TLS *tls.Config
 }
 
 // Server is the admin port. Create it with New and run it with Serve.
@@ -110,6 +118,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if a, ok := ln.Addr().(*net.TCPAddr); ok {
 		s.port = a.Port
 	}
+	if s.cfg.TLS != nil {
+		ln = tls.NewListener(ln, s.cfg.TLS)
+	}
 	rs := redcon.NewServer(ln.Addr().String(), s.handle, s.accept, s.closed)
 	rs.AcceptError = func(err error) {
 		// Called in the accept loop, which retries at once: a listener
@@ -130,7 +141,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	done := make(chan error, 1)
 	go func() { done <- rs.Serve(ln) }()
-	s.log.Info("admin: serving", "addr", ln.Addr().String(), "auth", s.cfg.Password != "")
+	s.log.Info("admin: serving", "addr", ln.Addr().String(), "auth", s.cfg.Password != "", "tls", s.cfg.TLS != nil)
 
 	var err error
 	select {
