@@ -370,7 +370,6 @@ func (t *task) startCopy(ctx context.Context) error {
 func (t *task) openLink(ctx context.Context) (*stream.Link, error) {
 	cfg := stream.Config{
 		Conn: t.opts.Source, SpoolDir: t.opts.SpoolDir, KeepSourceConfig: t.opts.KeepSourceConfig, Logger: t.log,
-		Applied: t.applied,
 	}
 	if t.snap.path == SnapshotKeys {
 		repl, err := info.Read(ctx, t.p.source, "replication")
@@ -405,18 +404,6 @@ func (t *task) stopCopy() {
 	c.lagTick.Stop()
 	c.progressTick.Stop()
 	t.sum.RDBBytes = c.link.Stats().RDBBytes
-}
-
-// applied is the source offset through which the target has acknowledged
-// everything: what the link may tell the source it has.
-func (t *task) applied() int64 {
-	t.mu.Lock()
-	app := t.app
-	t.mu.Unlock()
-	if app == nil {
-		return 0
-	}
-	return app.Acked()
 }
 
 // snapshot copies the keys of the RDB; the stream is spooled meanwhile.

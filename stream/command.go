@@ -54,17 +54,14 @@ func (l *Link) Commands(keys *KeyTable) *CommandReader {
 }
 
 // Next returns the next command or block. Offsets never skip a byte: each
-// Start is the previous End. A REPLCONF GETACK is answered here, after
-// everything before it was handed out, and returned as ClassNoop.
+// Start is the previous End. A REPLCONF GETACK is returned as ClassNoop:
+// the link acknowledges nothing (see Link.sendAck).
 func (r *CommandReader) Next() (*Command, error) {
 	cmd, err := r.next()
 	if err != nil {
 		return nil, err
 	}
 	r.link.consumed.Store(r.off - r.link.Offset)
-	if cmd.Tx == nil && isGetAck(cmd.Args) {
-		r.link.ackNow()
-	}
 	return cmd, nil
 }
 
@@ -126,8 +123,4 @@ func (r *CommandReader) read() (*Command, error) {
 	r.off += n
 	cmd.Class, cmd.Keys, cmd.Slot = r.keys.Classify(args, nil)
 	return cmd, nil
-}
-
-func isGetAck(args [][]byte) bool {
-	return len(args) >= 2 && bytes.EqualFold(args[0], []byte("REPLCONF")) && bytes.EqualFold(args[1], []byte("GETACK"))
 }

@@ -40,12 +40,6 @@ type Config struct {
 	// link is closed.
 	KeepSourceConfig bool
 
-	// Applied, if set, is the offset through which the consumer has done
-	// what the stream asks (applied it on its target): ACKs report no more,
-	// so that the master's WAIT never counts this link for data it only
-	// holds. Without it, ACKs report what the consumer has taken.
-	Applied func() int64
-
 	// From, if set, continues the source's history right after this point
 	// (PSYNC <replid> <offset+1>) instead of a full sync: no fork and no
 	// RDB, and RDB() is empty. The source must still hold the point in its
@@ -100,8 +94,7 @@ type Link struct {
 	diskless atomic.Bool
 	rdbDone  chan struct{}
 
-	consumed atomic.Int64  // command-stream bytes handed to the consumer
-	kick     chan struct{} // asks the acker for an ACK now
+	consumed atomic.Int64 // command-stream bytes handed to the consumer
 
 	writeMu sync.Mutex    // REPLCONF ACKs come from two goroutines
 	done    chan struct{} // closed on the first failure or Close
@@ -122,7 +115,6 @@ func Open(ctx context.Context, cfg Config) (*Link, error) {
 		rdb:     newSpool(cfg.SpoolDir, cfg.SpoolMemory),
 		cmds:    newSpool(cfg.SpoolDir, cfg.SpoolMemory),
 		rdbDone: make(chan struct{}),
-		kick:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 	}
 	if !cfg.KeepSourceConfig {
@@ -349,11 +341,11 @@ func (l *Link) receiveUntilMark(br *bufio.Reader, mark, buf []byte) ([]byte, err
 	}
 }
 
-// ackLoop sends REPLCONF ACK once a second from the start, as a replica must,
-// and at once when asked (on GETACK). A diskless master streams commands only
-// after an ACK sent after the transfer, and ignores ACKs that come before it
-// has seen its child finish, while the stream piles up in its output buffer:
-// so between the RDB's end and the first stream byte, ACK every 10 ms.
+// ackLoop sends REPLCONF ACK once a second, as a replica must to stay
+// connected. A diskless master streams commands only after an ACK sent after
+// the transfer, and ignores ACKs that come before it has seen its child
+// finish, while the stream piles up in its output buffer: so between the
+// RDB's end and the first stream byte, ACK every 10 ms.
 func (l *Link) ackLoop() {
 	slow := time.NewTicker(time.Second)
 	defer slow.Stop()
@@ -361,11 +353,6 @@ func (l *Link) ackLoop() {
 	defer fast.Stop()
 	rdbDone := l.rdbDone
 	var fastC <-chan time.Time
-	// owed is the offset a GETACK asked about that the consumer had not
-	// applied yet: ACK every 10 ms until it has (WAIT on the master waits
-	// for it), at most a second.
-	var owed int64
-	var owedUntil time.Time
 	for {
 		select {
 		case <-l.done:
@@ -373,47 +360,34 @@ func (l *Link) ackLoop() {
 		case <-rdbDone:
 			rdbDone, fastC = nil, fast.C
 		case <-fastC:
-			streamed, _ := l.cmds.stats()
-			if streamed > 0 && owed == 0 {
+			if streamed, _ := l.cmds.stats(); streamed > 0 {
 				fastC = nil
 				continue
 			}
 		case <-slow.C:
-		case <-l.kick:
-			owed, owedUntil = l.Offset+l.consumed.Load(), time.Now().Add(time.Second)
-			fastC = fast.C
 		}
-		acked, err := l.sendAck()
-		if err != nil {
+		if err := l.sendAck(); err != nil {
 			l.fail(fmt.Errorf("send REPLCONF ACK: %w", err))
 			return
 		}
-		if owed != 0 && (acked >= owed || time.Now().After(owedUntil)) {
-			owed = 0
-		}
 	}
 }
 
-// sendAck acknowledges what the consumer has taken (or applied, see
-// Config.Applied), as a replica acknowledges what it has processed; bytes
-// merely spooled are not acknowledged. It returns the offset sent.
-func (l *Link) sendAck() (int64, error) {
-	off := l.Offset + l.consumed.Load()
-	if l.cfg.Applied != nil {
-		off = max(min(off, l.cfg.Applied()), 0)
-	}
+// sendAck acknowledges offset 0, whatever the link has received or its
+// consumer applied. A master counts a replica in WAIT (and Valkey 8's
+// SETSLOT, which waits the same way) by the offset it acknowledged: the
+// link holds only the moving slots' writes, the target holds them only
+// until the move is rolled back, and neither survives the source's loss as
+// a replica's copy would. So WAIT must never count the link. The ACK still
+// keeps the link from the master's repl-timeout; that its time, not its
+// offset, makes the link count for min-replicas-to-write is said in the
+// README.
+func (l *Link) sendAck() error {
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
 	l.conn.SetWriteDeadline(time.Now().Add(l.cfg.Timeout))
-	_, err := l.conn.Write(resp.Append(nil, "REPLCONF", "ACK", strconv.FormatInt(off, 10)))
-	return off, err
-}
-
-func (l *Link) ackNow() {
-	select {
-	case l.kick <- struct{}{}:
-	default:
-	}
+	_, err := l.conn.Write(resp.Append(nil, "REPLCONF", "ACK", "0"))
+	return err
 }
 
 // fail records the first error and ends both spools with it, so a reader

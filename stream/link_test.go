@@ -363,32 +363,53 @@ func TestBadSourceIsAnError(t *testing.T) {
 	}
 }
 
-// WAIT on the source counts this link once the consumer has taken the
-// write: the link answers the master's REPLCONF GETACK.
-func TestGetAckIsAnswered(t *testing.T) {
+// WAIT on the source never counts the link, even for writes its consumer
+// has taken: it is no replica a write survives on. The master still sees it
+// as an online replica that acknowledges (the control), so the count of 0
+// is the ACK's offset, not a link the master has dropped.
+func TestWaitNeverCountsTheLink(t *testing.T) {
 	s := oneNodeCluster(t)
 	ctx := context.Background()
 	c := s.Client()
 	defer c.Close()
 	cmds, errc := streamAfterRDB(t, s)
+	taken := make(chan string, 16)
 	go func() {
-		for range cmds {
+		for cmd := range cmds {
+			if len(cmd.Args) >= 3 && strings.EqualFold(string(cmd.Args[0]), "SET") {
+				taken <- string(cmd.Args[2])
+			}
 		}
 	}()
-	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	// The periodic ACK comes once a second; WAIT with 500 ms can only be
-	// satisfied in time by the answer to its GETACK.
-	for i := 0; i < 5; i++ {
-		c.Set(ctx, "k", i, 0)
-		n, err := c.Wait(ctx, 1, 500*time.Millisecond).Result()
+	for i := range 3 {
+		v := strconv.Itoa(i)
+		if err := c.Set(ctx, "k", v, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got := <-taken:
+			if got != v {
+				t.Fatalf("the consumer took SET k %s, want %s", got, v)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the consumer never took SET k %s (stream error: %v)", v, nonBlocking(errc))
+		}
+		// Past the periodic ACK, so a link acknowledging what it took
+		// would be counted.
+		n, err := c.Wait(ctx, 1, 1200*time.Millisecond).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n != 1 {
-			t.Fatalf("WAIT counted %d replicas, want 1 (stream error: %v)", n, nonBlocking(errc))
+		if n != 0 {
+			t.Fatalf("WAIT counted %d replicas for a write only the link holds, want 0", n)
 		}
+	}
+	repl, err := c.Info(ctx, "replication").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(repl, "connected_slaves:1") || !strings.Contains(repl, "state=online") {
+		t.Fatalf("the master does not see the link as an online replica:\n%s", repl)
 	}
 }
 

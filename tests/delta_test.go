@@ -16,6 +16,7 @@ import (
 
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/cutover"
+	"github.com/slotmover/slotmover/internal/info"
 	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
@@ -458,48 +459,84 @@ func moveHeldInCatchUp(t *testing.T, c *localcluster.Cluster, set *slots.Set, tu
 	return out, cancel
 }
 
-// The link tells the source (REPLCONF ACK) only what the target has
-// applied: WAIT on the source, or min-replicas settings, must not count the
-// move as a replica holding writes that exist only in its spool.
-func TestLinkAcknowledgesOnlyWhatTheTargetApplied(t *testing.T) {
+// WAIT on the source never counts the move as a replica: not for a write
+// to a slot that is not moving (the move holds nothing of it), nor for one
+// to a moving slot that the target has applied (a cancel takes it back off
+// the target). The source's own replica is stopped, so a WAIT that counts
+// one is the move's link.
+func TestWaitNeverCountsTheMove(t *testing.T) {
 	c := fourMasters(t)
-	ctx := context.Background()
+	ctx := testContext(t, 2*time.Minute)
 	cc := c.Client()
 	defer cc.Close()
-	set := mustSlots(t, "0-5460")
+	set := mustSlots(t, "0-999")
 	load(t, cc, 2_000, set)
-	done, cancel := moveHeldInCatchUp(t, c, set)
-	defer cancel()
+	addReplica(t, c, 0).Stop()
 	source := c.Nodes[0].Client()
 	defer source.Close()
 	conn := source.Conn()
 	defer conn.Close()
-	key := tagIn(set, 9) + "waited"
-	waitFor := func() int64 {
+	waited := func(key string) int64 {
 		t.Helper()
 		if err := conn.Set(ctx, key, "v", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
-		n, err := conn.Wait(ctx, 1, 300*time.Millisecond).Result()
+		// Past the link's periodic ACK.
+		n, err := conn.Wait(ctx, 1, 1200*time.Millisecond).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
 		return n
 	}
-	if n := waitFor(); n != 1 {
-		t.Fatalf("WAIT with the target awake: %d replicas, want the move's link (the control)", n)
+	outside := tagIn(mustSlots(t, "1000-5460"), 9) + "waited"
+	if n := waited(outside); n != 0 {
+		t.Fatalf("WAIT before the move: %d replicas, the stopped replica still counted", n)
 	}
-	// The target stalls: nothing more can be applied for a second.
-	stall := c.Nodes[3].Client()
-	defer stall.Close()
-	go stall.Do(ctx, "DEBUG", "SLEEP", "1")
-	time.Sleep(100 * time.Millisecond)
-	if n := waitFor(); n != 0 {
-		t.Fatalf("WAIT while the target sleeps: %d replicas acknowledged a write the target cannot have applied", n)
+	done, cancel := moveHeldInCatchUp(t, c, set)
+	defer cancel()
+	repl, err := info.Read(ctx, source, "replication")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if repl["connected_slaves"] != "1" {
+		t.Fatalf("the source sees %s replicas during the move, want the move's link", repl["connected_slaves"])
+	}
+	if n := waited(outside); n != 0 {
+		t.Fatalf("WAIT for a slot that is not moving: %d replicas counted the move", n)
+	}
+	moving := tagIn(set, 9) + "waited"
+	target := c.Nodes[3].Client()
+	defer target.Close()
+	tconn := target.Conn()
+	defer tconn.Close()
+	onTarget := func() bool {
+		t.Helper()
+		var got *redis.StringCmd
+		if _, err := tconn.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.Do(ctx, "ASKING")
+			got = p.Get(ctx, moving)
+			return nil
+		}); err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatal(err)
+		}
+		return got.Val() == "v"
+	}
+	if n := waited(moving); n != 0 {
+		t.Fatalf("WAIT for a moving slot: %d replicas counted the move", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !onTarget() {
+		if time.Now().After(deadline) {
+			t.Fatal("the target never applied the write (the control)")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	cancel()
 	if sum := <-done; sum.Result != mover.ResultCancelled {
 		t.Fatalf("move: %s: %s", sum.Result, sum.Error)
+	}
+	if n, err := target.ClusterCountKeysInSlot(ctx, int(slots.ForString(moving))).Result(); err != nil || n != 0 {
+		t.Fatalf("the cancelled move left %d keys of the write's slot on the target (%v)", n, err)
 	}
 }
 
