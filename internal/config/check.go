@@ -38,6 +38,7 @@ func (c *Serve) check() error {
 		v.fail("admin.listen", "%s is not a loopback address: set admin.password (or admin.password_file), or listen on 127.0.0.1", a.Listen)
 	}
 	v.either("admin.password", "admin.password_file")
+	v.serverTLS("admin.tls", &a.TLS)
 	if m := c.Metrics.Listen; m != "" && v.hostPort("metrics.listen", m, true) && m == a.Listen && !strings.HasSuffix(m, ":0") {
 		v.fail("metrics.listen", "%s is admin.listen too: give them different ports", m)
 	}
@@ -169,6 +170,23 @@ func (v *checker) tls(path string, t *TLS) {
 	}
 	if (t.Cert == "") != (t.Key == "") {
 		v.fail(path+".cert", "a client certificate needs both %s.cert and %s.key", path, path)
+		return
+	}
+	if _, sub, err := t.config(); err != nil {
+		v.fail(path+"."+sub, "%v", err)
+	}
+}
+
+// serverTLS checks a server's TLS section at path ("admin.tls").
+func (v *checker) serverTLS(path string, t *ServerTLS) {
+	if t.Cert == "" && t.Key == "" {
+		if t.ClientCA != "" {
+			v.fail(path+".client_ca", "is set but the port has no certificate: set %s.cert and %s.key, or drop it", path, path)
+		}
+		return
+	}
+	if (t.Cert == "") != (t.Key == "") {
+		v.fail(path+".cert", "TLS needs both %s.cert and %s.key", path, path)
 		return
 	}
 	if _, sub, err := t.config(); err != nil {

@@ -14,8 +14,8 @@
 // Load reads all of them, checks the result (unknown keys of the file are
 // errors, as are bad addresses, durations that are not positive, files that
 // do not exist) and reads the password files. Node.Conn, Move.Options,
-// NATS.TLS.Config and Log.Logger turn the sections into what the rest of
-// slotmover takes.
+// NATS.TLS.Config, Admin.TLS.Config and Log.Logger turn the sections into
+// what the rest of slotmover takes.
 package config
 
 import (
@@ -92,8 +92,19 @@ type Admin struct {
 	Listen string `yaml:"listen"` // HOST:PORT; a port of 0 picks a free one
 	// Password that AUTH must give before any other command; "" for none,
 	// which is allowed on a loopback address only. Or PasswordFile.
-	Password     string `yaml:"password"`
-	PasswordFile string `yaml:"password_file"`
+	Password     string    `yaml:"password"`
+	PasswordFile string    `yaml:"password_file"`
+	TLS          ServerTLS `yaml:"tls"`
+}
+
+// ServerTLS is how a port this process serves uses TLS: on when Cert and
+// Key are set, and then the port speaks TLS only.
+type ServerTLS struct {
+	Cert string `yaml:"cert"` // PEM server certificate (chain)
+	Key  string `yaml:"key"`  // its PEM private key
+	// ClientCA, when set, makes every client present a certificate signed
+	// by one of the PEM CA certificates of this file.
+	ClientCA string `yaml:"client_ca"`
 }
 
 // Metrics is the HTTP port of /metrics and /healthz; an empty Listen turns

@@ -29,7 +29,7 @@ func TestExampleConfigs(t *testing.T) {
 		"local-demo.yaml": func(t *testing.T, c *Serve) {
 			if c.Node.Address != "127.0.0.1:7004" || c.Node.TLS.Enabled || c.Node.Password != "" ||
 				!reflect.DeepEqual(c.NATS.Servers, []string{"nats://127.0.0.1:4222"}) || c.NATS.TLS.Enabled ||
-				c.Admin.Listen != "127.0.0.1:7100" || c.Admin.Password != "" || c.Metrics.Listen != "127.0.0.1:7101" {
+				c.Admin.Listen != "127.0.0.1:7100" || c.Admin.Password != "" || c.Admin.TLS != (ServerTLS{}) || c.Metrics.Listen != "127.0.0.1:7101" {
 				t.Errorf("%+v", c)
 			}
 			if conn, err := c.Node.Conn(); err != nil || conn.TLS != nil {
@@ -47,6 +47,9 @@ func TestExampleConfigs(t *testing.T) {
 			}
 			if tc, err := c.NATS.TLS.Config(); err != nil || tc == nil || tc.RootCAs == nil {
 				t.Errorf("NATS TLS %+v %v", tc, err)
+			}
+			if tc, err := c.Admin.TLS.Config(); err != nil || tc == nil || len(tc.Certificates) != 1 {
+				t.Errorf("admin TLS %+v %v", tc, err)
 			}
 			// The move section shows the defaults.
 			if c.Move.SpoolDir == "" {
@@ -78,7 +81,7 @@ func TestExampleConfigs(t *testing.T) {
 				}
 				var fixture string
 				switch {
-				case strings.HasSuffix(k.path, ".tls.ca"):
+				case strings.HasSuffix(k.path, ".tls.ca"), strings.HasSuffix(k.path, ".tls.client_ca"):
 					fixture = p.ca
 				case strings.HasSuffix(k.path, ".tls.cert"):
 					fixture = p.cert

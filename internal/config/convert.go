@@ -69,6 +69,46 @@ func (t TLS) config() (conf *tls.Config, sub string, err error) {
 	return conf, "", nil
 }
 
+// Config is the TLS configuration of the port; nil when TLS is off.
+func (t ServerTLS) Config() (*tls.Config, error) {
+	conf, sub, err := t.config()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", sub, err)
+	}
+	return conf, nil
+}
+
+// config builds the port's TLS configuration; on error, sub names the key
+// at fault.
+func (t ServerTLS) config() (conf *tls.Config, sub string, err error) {
+	if t.Cert == "" && t.Key == "" {
+		return nil, "", nil
+	}
+	if err := readableFile(t.Cert); err != nil {
+		return nil, "cert", err
+	}
+	if err := readableFile(t.Key); err != nil {
+		return nil, "key", err
+	}
+	pair, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+	if err != nil {
+		return nil, "cert", fmt.Errorf("%s and %s: %w", t.Cert, t.Key, err)
+	}
+	conf = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}}
+	if t.ClientCA != "" {
+		pem, err := os.ReadFile(t.ClientCA)
+		if err != nil {
+			return nil, "client_ca", err
+		}
+		conf.ClientCAs = x509.NewCertPool()
+		if !conf.ClientCAs.AppendCertsFromPEM(pem) {
+			return nil, "client_ca", fmt.Errorf("no PEM certificate in %s", t.ClientCA)
+		}
+		conf.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return conf, "", nil
+}
+
 // Options returns base with the move's tunables set from the section.
 // base brings what the section does not hold: the task ID, the source and
 // target, the slots, the logger, the progress callback.

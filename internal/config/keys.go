@@ -61,6 +61,9 @@ var keys = []*key{
 	{path: "admin.listen", flag: "admin", usage: "admin port (RESP: CLUSTER MIGRATION …), `HOST:PORT`"},
 	{path: "admin.password", flag: "admin-password", other: "admin.password_file", usage: "`password` the admin port's AUTH asks for (required off loopback)"},
 	{path: "admin.password_file", flag: "admin-password-file", other: "admin.password", file: true, usage: "read the admin password from this `file`"},
+	{path: "admin.tls.cert", flag: "admin-tls-cert", file: true, usage: "serve the admin port over TLS only, with this PEM certificate `file` (with --admin-tls-key)"},
+	{path: "admin.tls.key", flag: "admin-tls-key", file: true, usage: "private key of the admin port's certificate, PEM `file`"},
+	{path: "admin.tls.client_ca", flag: "admin-tls-client-ca", file: true, usage: "require admin clients to present a certificate signed by a CA of this PEM `file`"},
 
 	{path: "metrics.listen", flag: "metrics", usage: "HTTP port of /metrics and /healthz, `HOST:PORT` (empty: off)"},
 
