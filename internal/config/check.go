@@ -90,20 +90,28 @@ func (c *Serve) check() error {
 }
 
 func (v *checker) nats(n *NATS) {
+	// A server may carry credentials (nats://user:pass@host, or a token,
+	// nats://token@host): errors show it redacted.
 	for i, s := range n.Servers {
 		p := fmt.Sprintf("nats.servers[%d]", i)
 		if !strings.Contains(s, "://") {
-			v.hostPortAt("nats.servers", p, s, false)
+			// nats.go takes token@HOST:PORT too; the address is what follows the '@'.
+			v.hostPortAt("nats.servers", p, s[strings.LastIndex(s, "@")+1:], false)
 			continue
 		}
 		u, err := url.Parse(s)
 		switch {
 		case err != nil:
-			v.failAt("nats.servers", p, "%v", err)
+			// A url.Error quotes the URL whole: its reason alone is shown.
+			var uerr *url.Error
+			if errors.As(err, &uerr) {
+				err = uerr.Err
+			}
+			v.failAt("nats.servers", p, "%q: %v", RedactURL(s), err)
 		case u.Scheme != "nats" && u.Scheme != "tls" && u.Scheme != "ws" && u.Scheme != "wss":
-			v.failAt("nats.servers", p, "%q: want a nats://, tls://, ws:// or wss:// URL", s)
+			v.failAt("nats.servers", p, "%q: want a nats://, tls://, ws:// or wss:// URL", RedactURL(s))
 		case u.Hostname() == "":
-			v.failAt("nats.servers", p, "%q names no host", s)
+			v.failAt("nats.servers", p, "%q names no host", RedactURL(s))
 		}
 	}
 	if n.SubjectPrefix == "" {
@@ -264,14 +272,41 @@ func (v *checker) hostPortAt(path, name, addr string, listen bool) bool {
 	return true
 }
 
-// loopback says whether a listen address is reachable from this host only.
+// loopback says whether a listen address is reachable from this host
+// only: 127.0.0.0/8, ::1 or localhost. No host, 0.0.0.0 and :: are every
+// interface.
 func loopback(addr string) bool {
 	host, _, _ := net.SplitHostPort(addr)
-	if host == "localhost" {
+	if strings.EqualFold(host, "localhost") {
 		return true
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// RedactURL hides the credentials a server URL may carry, for logs and
+// errors: the password of scheme://user:pass@host (as url.URL.Redacted)
+// and the user part too when it stands alone, as a token does
+// (nats://token@host), which url.URL.Redacted would show. It works on the
+// text, so that a URL that does not parse is hidden as well; everything up
+// to the last '@' is taken as credentials, which errs on hiding too much.
+func RedactURL(s string) string {
+	at := strings.LastIndex(s, "@")
+	if at < 0 {
+		return s
+	}
+	start := 0
+	if i := strings.Index(s[:at], "://"); i >= 0 {
+		start = i + len("://")
+	}
+	const hidden = "xxxxx"
+	cred := s[start:at]
+	if user, _, ok := strings.Cut(cred, ":"); ok {
+		cred = user + ":" + hidden
+	} else {
+		cred = hidden
+	}
+	return s[:start] + cred + s[at:]
 }
 
 // readable checks that a named file can be opened.

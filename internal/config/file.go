@@ -150,7 +150,7 @@ func kind(n *yaml.Node) string {
 	case yaml.SequenceNode:
 		return "a list"
 	case yaml.ScalarNode:
-		return fmt.Sprintf("the value %q", n.Value)
+		return fmt.Sprintf("the value %q", RedactURL(n.Value)) // a server URL out of place may carry credentials
 	}
 	return "something else"
 }
