@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -76,6 +77,10 @@ func serve(ctx context.Context, c *config.Serve, log *slog.Logger, ready func(ad
 		return fmt.Errorf("%s is not a master", node.Addr)
 	}
 	defer client.Close()
+	adminTLS, err := c.Admin.TLS.Config()
+	if err != nil {
+		return fmt.Errorf("admin.tls: %w", err)
+	}
 
 	// Listen before anything starts: a port in use refuses the start.
 	adminLn, err := net.Listen("tcp", c.Admin.Listen)
@@ -155,7 +160,7 @@ func serve(ctx context.Context, c *config.Serve, log *slog.Logger, ready func(ad
 	}
 	adminCtx, stopAdmin := context.WithCancel(context.Background())
 	defer stopAdmin()
-	adm := admin.New(admin.Config{Password: c.Admin.Password}, m, log)
+	adm := admin.New(admin.Config{Password: c.Admin.Password, TLS: adminTLS}, m, log)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -163,8 +168,8 @@ func serve(ctx context.Context, c *config.Serve, log *slog.Logger, ready func(ad
 			log.Error("admin port", "error", err)
 		}
 	}()
-	log.Info("serving", "node", node.Addr, "node_id", top.Myself.ID, "admin", adminLn.Addr().String(),
-		"metrics", c.Metrics.Listen, "nats", strings.Join(c.NATS.Servers, ","), "max_tasks", c.Tasks.Max)
+	log.Info("serving", "node", node.Addr, "node_id", top.Myself.ID, "admin", adminLn.Addr().String(), "admin_tls", adminTLS != nil,
+		"metrics", c.Metrics.Listen, "nats", natsServers(c.NATS.Servers), "max_tasks", c.Tasks.Max)
 	if ready != nil {
 		metricsAddr := ""
 		if metricsLn != nil {
@@ -196,7 +201,7 @@ func connectNATS(n config.NATS, name string, log *slog.Logger) (*nats.Conn, erro
 	opts := []nats.Option{
 		nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected; reconnecting", "error", err) }),
-		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("NATS reconnected", "url", c.ConnectedUrl()) }),
+		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("NATS reconnected", "url", config.RedactURL(c.ConnectedUrl())) }),
 	}
 	switch {
 	case n.User != "":
@@ -221,7 +226,22 @@ func connectNATS(n config.NATS, name string, log *slog.Logger) (*nats.Conn, erro
 	}
 	nc, err := nats.Connect(strings.Join(n.Servers, ","), opts...)
 	if err != nil {
-		return nil, fmt.Errorf("NATS %s unreachable: %w", strings.Join(n.Servers, ","), err)
+		// A URL nats.go could not parse is quoted whole in its error.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			uerr.URL = config.RedactURL(uerr.URL)
+		}
+		return nil, fmt.Errorf("NATS %s unreachable: %w", natsServers(n.Servers), err)
 	}
 	return nc, nil
+}
+
+// natsServers lists the servers for a log or an error: a URL's
+// credentials (user:password@, token@) are hidden.
+func natsServers(servers []string) string {
+	shown := make([]string, len(servers))
+	for i, s := range servers {
+		shown[i] = config.RedactURL(s)
+	}
+	return strings.Join(shown, ",")
 }
