@@ -65,24 +65,16 @@ func applyCmd(args []string) int {
 		fmt.Fprintln(fs.Output(), "usage: slotmover apply PLAN.json [--parallel N] [--dry-run] [--nats URL]")
 		fs.PrintDefaults()
 	}
-	// The plan file may come before the flags or after them.
-	var path string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		path, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
+	// The plan file may come before the flags, among them or after them.
+	pos, err := parseAnywhere(fs, args)
+	if err != nil || refuseExtra("apply", pos, 1, "one plan file") {
 		return exitRefused
 	}
-	if path == "" && fs.NArg() > 0 {
-		path = fs.Arg(0)
-	} else if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "slotmover apply: unexpected arguments %v\n", fs.Args())
-		return exitRefused
-	}
-	if path == "" || fs.NArg() > 1 {
+	if len(pos) == 0 {
 		fs.Usage()
 		return exitRefused
 	}
+	path := pos[0]
 	if parallel < 1 {
 		fmt.Fprintf(os.Stderr, "slotmover apply: --parallel %d: 1 or more\n", parallel)
 		return exitRefused

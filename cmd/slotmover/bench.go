@@ -59,8 +59,7 @@ median of --runs runs.
 	if err := fs.Parse(args); err != nil {
 		return exitRefused
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "slotmover bench: unexpected arguments %q\n", fs.Args())
+	if refuseExtra("bench", fs.Args(), 0, flagsOnly) {
 		return exitRefused
 	}
 	cfg.Workloads, cfg.Methods, cfg.BigTypes = splitList(*workloads), splitList(*methods), splitList(*bigTypes)

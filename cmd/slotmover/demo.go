@@ -59,6 +59,9 @@ func demoCmd(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return exitRefused
 	}
+	if refuseExtra("demo", fs.Args(), 0, flagsOnly) {
+		return exitRefused
+	}
 	if *keys < 0 || *bigElements < 0 || *parallel < 1 {
 		fmt.Fprintln(os.Stderr, "slotmover demo: --keys and --big-elements must not be negative, --parallel at least 1")
 		return exitRefused

@@ -37,6 +37,9 @@ func fixCmd(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return exitRefused
 	}
+	if refuseExtra("fix", fs.Args(), 0, flagsOnly) {
+		return exitRefused
+	}
 	seed, err := cf.conn(*node)
 	if err == nil && *node == "" {
 		err = errors.New("--node is required")

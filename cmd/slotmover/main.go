@@ -17,6 +17,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 )
 
 const (
@@ -61,6 +63,30 @@ func main() {
 		code = exitRefused
 	}
 	os.Exit(code)
+}
+
+// flagsOnly is what a command that takes no positional argument takes.
+const flagsOnly = "only flags (a flag's value is one word: a list is comma-separated)"
+
+// refuseExtra reports whether args, the positional arguments given to
+// cmd, are more than the n it takes, after printing one line that names
+// the surplus and says what cmd takes. Ignored, they would have the
+// command do less than asked: "move --slots 0-10 20-30" moved 0-10 alone.
+func refuseExtra(cmd string, args []string, n int, takes string) bool {
+	if len(args) <= n {
+		return false
+	}
+	extra := args[n:]
+	quoted := make([]string, len(extra))
+	for i, a := range extra {
+		quoted[i] = strconv.Quote(a)
+	}
+	plural := ""
+	if len(extra) > 1 {
+		plural = "s"
+	}
+	fmt.Fprintf(os.Stderr, "slotmover %s: unexpected argument%s %s: %s takes %s\n", cmd, plural, strings.Join(quoted, " "), cmd, takes)
+	return true
 }
 
 func usage() {

@@ -79,6 +79,9 @@ func moveCmd(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return exitRefused
 	}
+	if refuseExtra("move", fs.Args(), 0, flagsOnly) {
+		return exitRefused
+	}
 	if err := f.resolve(); err != nil {
 		fmt.Fprintf(os.Stderr, "slotmover move: %v\n", err)
 		return exitRefused

@@ -83,6 +83,14 @@ func planCmd(args []string) int {
 		fmt.Fprintf(os.Stderr, "slotmover plan: "+format+"\n", a...)
 		return exitRefused
 	}
+	// The words beside the flags are nodes of --add or --drain, if given.
+	nodes := 0
+	if flagSet(fs, "add") || flagSet(fs, "drain") {
+		nodes = len(extra)
+	}
+	if refuseExtra("plan", extra, nodes, "words only as the nodes of --add or --drain") {
+		return exitRefused
+	}
 	req := planner.Request{By: planner.Weight(by), MaxMoves: maxMoves}
 	modes := 0
 	if len(add) > 0 || flagSet(fs, "add") {
@@ -96,9 +104,6 @@ func planCmd(args []string) int {
 	if rebalance {
 		modes++
 		req.Mode = planner.Rebalance
-		if len(extra) > 0 {
-			return bad("--rebalance takes no nodes (got %s)", strings.Join(extra, " "))
-		}
 	}
 	switch {
 	case seed == "":

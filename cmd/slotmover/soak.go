@@ -49,8 +49,7 @@ func soakCmd(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return exitRefused
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "slotmover soak: unexpected arguments %q\n", fs.Args())
+	if refuseExtra("soak", fs.Args(), 0, flagsOnly) {
 		return exitRefused
 	}
 	if c.Addr == "" || c.Duration <= 0 {

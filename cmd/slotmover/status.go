@@ -142,8 +142,11 @@ func statusCmd(args []string) int {
 	d.register(fs)
 	asJSON := fs.Bool("json", false, "print the records as JSON")
 	pos, err := parseAnywhere(fs, args)
-	if err != nil || len(pos) > 1 {
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "usage: slotmover status [ID] [--json] [--admin HOST:PORT | --nats URL --node ID | --config FILE]")
+		return exitRefused
+	}
+	if refuseExtra("status", pos, 1, "one task ID at most") {
 		return exitRefused
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -196,8 +199,15 @@ func cancelCmd(args []string) int {
 	if err != nil {
 		return exitRefused
 	}
+	ids := 1
+	if *all {
+		ids = 0
+	}
+	if refuseExtra("cancel", pos, ids, "one task ID, or --all") {
+		return exitRefused
+	}
 	id := strings.Join(pos, "")
-	if (id == "") == !*all || len(pos) > 1 {
+	if (id == "") == !*all {
 		fmt.Fprintln(os.Stderr, "slotmover cancel: give one task ID, or --all")
 		return exitRefused
 	}
