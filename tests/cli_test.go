@@ -1,12 +1,17 @@
 package tests
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/planner"
 	"github.com/slotmover/slotmover/tests/harness"
 )
 
@@ -75,5 +80,118 @@ func TestCLIRefusesExtraArguments(t *testing.T) {
 	}
 	if err := held.Compare(ctx, source); err != nil {
 		t.Fatalf("the asked slots' keys on the source: %v", err)
+	}
+}
+
+// Issue 26, item 6: no password appears in any help, error or log line.
+// The environment's passwords and a password file's are given to every
+// command, which prints its help, meets a bogus flag, a bad flag value,
+// an unreachable address, and a server that refuses the password; no
+// secret may appear in its output. Each case also shows it did what it
+// is named for.
+func TestCLIKeepsSecretsOut(t *testing.T) {
+	secret := func(what string) string {
+		b := make([]byte, 12)
+		rand.Read(b)
+		return what + "-" + hex.EncodeToString(b)
+	}
+	envSecret, adminSecret, nodeSecret, fileSecret, right := secret("env"), secret("admin"), secret("node"), secret("file"), secret("right")
+	secrets := []string{envSecret, adminSecret, nodeSecret, fileSecret, right}
+	env := []string{"SLOTMOVER_PASSWORD=" + envSecret, "SLOTMOVER_ADMIN_PASSWORD=" + adminSecret, "SLOTMOVER_NODE_PASSWORD=" + nodeSecret}
+	s := harness.ServerT(t, localcluster.Options{Cluster: true, Config: []string{"requirepass " + right}})
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	wrongFile := write("wrong", fileSecret+"\n")
+	rightFile := write("right", right+"\nnot the password\n")
+	emptyFile := write("empty", "\n")
+	planOn := func(addr string) string {
+		p := planner.Plan{Format: planner.Format, Mode: planner.Rebalance, By: planner.ByKeys,
+			Moves: []planner.Move{{Source: addr, SourceID: strings.Repeat("a", 40), Target: addr, TargetID: strings.Repeat("b", 40), Slots: "0-10"}}}
+		data, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return write("plan-"+strings.ReplaceAll(addr, ":", "-")+".json", string(data))
+	}
+	const anyExit, notZero = -2, -1
+	type run struct {
+		args []string
+		code int    // or anyExit, or notZero
+		want string // in stdout or stderr
+	}
+	var runs []run
+	for _, cmd := range []struct {
+		name, help string
+		bad        []string // a flag with a bad value
+	}{
+		{"move", "(default $SLOTMOVER_PASSWORD)", []string{"--window", "x"}},
+		{"fix", "(default $SLOTMOVER_PASSWORD)", []string{"--cleanup-batch", "x"}},
+		{"plan", "(default $SLOTMOVER_PASSWORD)", []string{"--max-moves", "x"}},
+		{"apply", "(default $SLOTMOVER_PASSWORD)", []string{"--parallel", "x"}},
+		{"soak", "(default $SLOTMOVER_PASSWORD)", []string{"--rate", "x"}},
+		{"status", "(default $SLOTMOVER_ADMIN_PASSWORD)", []string{"--json=x"}},
+		{"cancel", "(default $SLOTMOVER_ADMIN_PASSWORD)", []string{"--all=x"}},
+		{"serve", "--node-password-file", []string{"--node-tls=x"}},
+		{"demo", "-keys", []string{"--keys", "x"}},
+		{"bench", "-runs", []string{"--runs", "x"}},
+	} {
+		runs = append(runs,
+			run{[]string{cmd.name, "-h"}, anyExit, cmd.help},
+			run{[]string{cmd.name, "--help"}, anyExit, cmd.help},
+			run{[]string{cmd.name, "--bogus"}, 2, "flag provided but not defined"},
+			run{append([]string{cmd.name}, cmd.bad...), 2, "invalid"},
+		)
+	}
+	// The commands that take a password, reaching addr, logging all.
+	reach := func(addr string) [][]string {
+		return [][]string{
+			{"move", "--source", addr, "--target", "127.0.0.1:1", "--slots", "0-10", "--log-level", "debug"},
+			{"fix", "--node", addr, "--log-level", "debug"},
+			{"plan", "--cluster", addr, "--rebalance", "--log-level", "debug"},
+			{"apply", planOn(addr), "--dry-run", "--log-level", "debug"},
+			{"soak", "--cluster", addr, "--duration", "1s", "--log-level", "debug"},
+			{"status", "--admin", addr},
+			{"cancel", "--admin", addr, "task1"},
+		}
+	}
+	// Unreachable, then a wrong password: the environment's, then the file's.
+	for _, addr := range []string{"127.0.0.1:1", s.Addr} {
+		want := "connection refused"
+		if addr == s.Addr {
+			want = "WRONGPASS"
+		}
+		for _, args := range reach(addr) {
+			runs = append(runs, run{args, notZero, want}, run{append(args, "--password-file", wrongFile), notZero, want})
+		}
+		runs = append(runs, run{[]string{"serve", "--node", addr, "--admin", "127.0.0.1:0"}, 2, want})
+	}
+	// Refused before anything is reached.
+	for _, args := range reach(s.Addr) {
+		runs = append(runs,
+			run{append(args, "--password", "x", "--password-file", wrongFile), 2, "--password and --password-file: give one"},
+			run{append(args, "--password-file", emptyFile), 2, "the first line is empty"})
+	}
+	// The control: with the file's first line, fix gets past AUTH and
+	// reads the cluster (of one node, which knows no address of its own).
+	runs = append(runs, run{[]string{"fix", "--node", s.Addr, "--password-file", rightFile, "--dry-run"}, 0, "nothing repaired"})
+
+	for _, r := range runs {
+		code, stdout, stderr := runCLIEnv(t, env, r.args...)
+		what := "slotmover " + strings.Join(r.args, " ")
+		for _, sec := range secrets {
+			if strings.Contains(stdout+stderr, sec) {
+				t.Errorf("%s printed a secret (%s…): exit %d\nstdout %s\nstderr %s", what, sec[:5], code, stdout, stderr)
+			}
+		}
+		okCode := code == r.code || r.code == notZero && code != 0 || r.code == anyExit
+		if !okCode || !strings.Contains(stdout+stderr, r.want) {
+			t.Errorf("%s: exit %d, want %d with %q\nstdout %s\nstderr %s", what, code, r.code, r.want, stdout, stderr)
+		}
 	}
 }

@@ -3,17 +3,21 @@ package main
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/slotmover/slotmover/mover"
 )
 
-// connFlags say how to reach Redis and how much to log; move, demo and fix share them.
+// connFlags say how to reach Redis and how much to log; move, plan,
+// apply and fix share them.
 type connFlags struct {
-	user, password     string
+	user               string
+	password           secretFlags
 	tlsOn, tlsInsecure bool
 	tlsCA              string
 	logLevel           string
@@ -21,7 +25,7 @@ type connFlags struct {
 
 func (f *connFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.user, "user", "", "ACL user for Redis (every node)")
-	fs.StringVar(&f.password, "password", os.Getenv("SLOTMOVER_PASSWORD"), "password for Redis (default $SLOTMOVER_PASSWORD)")
+	f.password.register(fs, "Redis", "SLOTMOVER_PASSWORD")
 	fs.BoolVar(&f.tlsOn, "tls", false, "connect to Redis with TLS")
 	fs.StringVar(&f.tlsCA, "tls-ca-cert", "", "with --tls, trust the CA certificates in this PEM `file` (default the system's)")
 	fs.BoolVar(&f.tlsInsecure, "tls-insecure", false, "with --tls, do not verify server certificates")
@@ -30,7 +34,11 @@ func (f *connFlags) register(fs *flag.FlagSet) {
 
 // conn returns how to reach addr with these credentials.
 func (f *connFlags) conn(addr string) (mover.Conn, error) {
-	c := mover.Conn{Addr: addr, Username: f.user, Password: f.password}
+	password, err := f.password.get()
+	if err != nil {
+		return mover.Conn{}, err
+	}
+	c := mover.Conn{Addr: addr, Username: f.user, Password: password}
 	if !f.tlsOn {
 		return c, nil
 	}
@@ -54,4 +62,56 @@ func (f *connFlags) logger() (*slog.Logger, error) {
 		return nil, fmt.Errorf("--log-level: %w", err)
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})), nil
+}
+
+// secretFlags are --password and --password-file, with an environment
+// variable for neither. The variable is read when the secret is needed,
+// never made a flag's default: -h and every flag error print the defaults.
+type secretFlags struct {
+	given givenSecret
+	file  string
+	env   string
+}
+
+// register adds --password and --password-file for the password of what.
+func (s *secretFlags) register(fs *flag.FlagSet, what, env string) {
+	s.env = env
+	fs.Var(&s.given, "password", "the `password` for "+what+" (default $"+env+"); other local users may see a command line: prefer --password-file")
+	fs.StringVar(&s.file, "password-file", "", "read the password for "+what+" from the first line of this `file`")
+}
+
+// get returns the password: --password's, else the first line of
+// --password-file's file, else the environment variable's.
+func (s *secretFlags) get() (string, error) {
+	switch {
+	case s.given.set && s.file != "":
+		return "", errors.New("--password and --password-file: give one")
+	case s.given.set:
+		return s.given.value, nil
+	case s.file != "":
+		data, err := os.ReadFile(s.file)
+		if err != nil {
+			return "", fmt.Errorf("--password-file: %w", err)
+		}
+		line, _, _ := strings.Cut(string(data), "\n")
+		if line = strings.TrimSuffix(line, "\r"); line == "" {
+			return "", fmt.Errorf("--password-file %s: the first line is empty", s.file)
+		}
+		return line, nil
+	}
+	return os.Getenv(s.env), nil
+}
+
+// givenSecret is the value of --password. Its String is always empty:
+// the flag package prints it as the default in usage texts.
+type givenSecret struct {
+	value string
+	set   bool // given, even empty: --password "" overrides the environment
+}
+
+func (g *givenSecret) String() string { return "" }
+
+func (g *givenSecret) Set(v string) error {
+	g.value, g.set = v, true
+	return nil
 }

@@ -43,13 +43,19 @@ func soakCmd(args []string) int {
 	fs.Int64Var(&c.Seed, "seed", 0, "seed of the random choices (0: a random one, printed in the report)")
 	jsonOut := fs.Bool("json", false, "print the report as one JSON object on stdout")
 	fs.StringVar(&c.Username, "user", "", "ACL user for Redis")
-	fs.StringVar(&c.Password, "password", os.Getenv("SLOTMOVER_PASSWORD"), "password for Redis (default $SLOTMOVER_PASSWORD)")
+	var password secretFlags
+	password.register(fs, "Redis", "SLOTMOVER_PASSWORD")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error (logs go to stderr)")
 	crashEvery := fs.Int("crash-every", 0, "make every Nth move stop right after the source's release, as a crash there would, and have fix give it back to the source (0: never)")
 	if err := fs.Parse(args); err != nil {
 		return exitRefused
 	}
 	if refuseExtra("soak", fs.Args(), 0, flagsOnly) {
+		return exitRefused
+	}
+	var err error
+	if c.Password, err = password.get(); err != nil {
+		fmt.Fprintf(os.Stderr, "slotmover soak: %v\n", err)
 		return exitRefused
 	}
 	if c.Addr == "" || c.Duration <= 0 {

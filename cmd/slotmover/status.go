@@ -21,15 +21,16 @@ import (
 
 // daemonFlags say how to reach a sidecar: its admin port, or NATS.
 type daemonFlags struct {
-	admin, password string
-	natsURL, node   string
-	prefix          string
-	config          string
+	admin         string
+	password      secretFlags // the admin port's
+	natsURL, node string
+	prefix        string
+	config        string
 }
 
 func (d *daemonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&d.admin, "admin", "127.0.0.1:7100", "the sidecar's admin port, `HOST:PORT`")
-	fs.StringVar(&d.password, "password", os.Getenv("SLOTMOVER_ADMIN_PASSWORD"), "the admin port's password (default $SLOTMOVER_ADMIN_PASSWORD)")
+	d.password.register(fs, "the admin port", "SLOTMOVER_ADMIN_PASSWORD")
 	fs.StringVar(&d.natsURL, "nats", "", "ask over NATS instead, at this `URL` (with --node)")
 	fs.StringVar(&d.node, "node", "", "over NATS: the sidecar's node ID or alias")
 	fs.StringVar(&d.prefix, "subject-prefix", "slotmover", "over NATS: the subject prefix")
@@ -42,7 +43,11 @@ func (d *daemonFlags) ask(ctx context.Context, verb, id string) ([]map[string]an
 	if d.natsURL != "" || d.config != "" {
 		return d.askNATS(ctx, verb, id)
 	}
-	c := redis.NewClient(&redis.Options{Addr: d.admin, Password: d.password, DisableIdentity: true, MaxRetries: -1})
+	password, err := d.password.get()
+	if err != nil {
+		return nil, err
+	}
+	c := redis.NewClient(&redis.Options{Addr: d.admin, Password: password, DisableIdentity: true, MaxRetries: -1})
 	defer c.Close()
 	sel := []any{"ALL"}
 	if id != "" {
@@ -135,6 +140,17 @@ func parseAnywhere(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// refusePassword reports whether the admin password cannot be had (both
+// --password and --password-file, an unreadable file), after saying why:
+// that is bad input, refused before anything is asked.
+func refusePassword(cmd string, d *daemonFlags) bool {
+	if _, err := d.password.get(); err != nil {
+		fmt.Fprintf(os.Stderr, "slotmover %s: %v\n", cmd, err)
+		return true
+	}
+	return false
+}
+
 // statusCmd prints a sidecar's tasks.
 func statusCmd(args []string) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
@@ -146,7 +162,7 @@ func statusCmd(args []string) int {
 		fmt.Fprintln(os.Stderr, "usage: slotmover status [ID] [--json] [--admin HOST:PORT | --nats URL --node ID | --config FILE]")
 		return exitRefused
 	}
-	if refuseExtra("status", pos, 1, "one task ID at most") {
+	if refuseExtra("status", pos, 1, "one task ID at most") || refusePassword("status", &d) {
 		return exitRefused
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -203,7 +219,7 @@ func cancelCmd(args []string) int {
 	if *all {
 		ids = 0
 	}
-	if refuseExtra("cancel", pos, ids, "one task ID, or --all") {
+	if refuseExtra("cancel", pos, ids, "one task ID, or --all") || refusePassword("cancel", &d) {
 		return exitRefused
 	}
 	id := strings.Join(pos, "")
