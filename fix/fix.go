@@ -19,6 +19,7 @@ import (
 
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/cutover"
+	"github.com/slotmover/slotmover/internal/info"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
 )
@@ -39,6 +40,25 @@ type NodeState struct {
 	// cutover.Plan.SetSlotBlocks), and that a target importing them takes
 	// them over by gossip once it no longer claims them.
 	GuardedRelease bool
+	// RunID is the master's run_id, new at every start.
+	RunID string
+	// HeldAll are slots whose every key the master is known to have held
+	// since it last started (Options.Held, or a claim of this run of fix):
+	// one of them it holds no key of was emptied by its clients, not lost,
+	// so copies of its keys elsewhere are orphans all the same.
+	HeldAll *slots.Set
+}
+
+// Held is evidence that Owner held every key of Slots when it took them
+// over (a move's claim, which comes only after the target applied every
+// write, or fix's own claim), while its run ID was RunID. It holds for as
+// long as the owner's run ID is unchanged: a restart, the only way an owner
+// loses keys behind its clients' backs (a stale RDB, no persistence),
+// gives it a new one.
+type Held struct {
+	Owner string // node ID
+	RunID string
+	Slots *slots.Set
 }
 
 // RepairKind is what a repair does.
@@ -240,6 +260,14 @@ func (p *planner) keys(id string, s uint16) int64 {
 	return 0
 }
 
+// backs reports whether owner id stands for every key of s: it holds some,
+// or it is known to have held them all since it last started (HeldAll), so
+// that an empty slot was emptied by its clients.
+func (p *planner) backs(id string, s uint16) bool {
+	st := p.states[id]
+	return p.keys(id, s) > 0 || (st != nil && st.HeldAll != nil && st.HeldAll.Contains(s))
+}
+
 func (p *planner) repair(kind RepairKind, node, other string, s uint16, why string) {
 	k := repairKey{kind, node, other}
 	r := p.repairs[k]
@@ -319,8 +347,12 @@ func (p *planner) imported(s uint16, t string, claim []string) {
 		// A cleanup that stopped part way (cutover.Cleanup marks the
 		// slots it purges importing from the node itself): its keys of
 		// them are orphans, and the mark must go.
-		if len(claim) != 1 || p.suspect[claim[0]] != "" || (kt > 0 && p.keys(claim[0], s) == 0) {
+		if len(claim) != 1 || p.suspect[claim[0]] != "" {
 			p.notes.add(s, kt, fmt.Sprintf("%s was cleaning up {slots} (they import from itself) but no healthy master holding their keys claims them: left alone", T))
+			return
+		}
+		if O := p.addr(claim[0]); kt > 0 && !p.backs(claim[0], s) {
+			p.notes.add(s, kt, fmt.Sprintf("%s was cleaning up {slots} (they import from itself) and holds {keys} keys of them, whose owner %s holds none and may have restarted since it took them over: left alone (did %s lose its data? check before removing them by hand)", T, O, O))
 			return
 		}
 		kind := RepairCleanup
@@ -404,10 +436,10 @@ func (p *planner) orphans(s uint16, claim []string, skip string) {
 		switch {
 		case p.suspect[o] != "":
 			p.notes.add(s, k, fmt.Sprintf("%s holds {keys} keys of {slots}, whose owner %s is %s: left alone", H, O, p.suspect[o]))
-		case p.keys(o, s) == 0:
-			p.notes.add(s, k, fmt.Sprintf("%s holds {keys} keys of {slots}, whose owner %s holds none of their keys: left alone (did %s lose its data? check before removing them by hand)", H, O, O))
+		case !p.backs(o, s):
+			p.notes.add(s, k, fmt.Sprintf("%s holds {keys} keys of {slots}, whose owner %s holds none of their keys and may have restarted since it took them over: left alone (did %s lose its data? check before removing them by hand)", H, O, O))
 		default:
-			p.repair(RepairCleanup, h, o, s, "orphaned keys of slots that "+O+" owns and holds keys of")
+			p.repair(RepairCleanup, h, o, s, "orphaned keys of slots that "+O+" owns and holds keys of (or held all of since it last started)")
 		}
 	}
 }
@@ -442,7 +474,11 @@ type Options struct {
 	// ReplicaWait bounds the wait for the owner's replicas before a
 	// cleanup removes copies (mover.DefaultReplicaWait if zero).
 	ReplicaWait time.Duration
-	Logger      *slog.Logger
+	// Held is what a move's record knows of its target: without it, an
+	// owner holding no key of a slot might have lost them (see Held), and
+	// copies elsewhere are left alone with a note.
+	Held   []Held
+	Logger *slog.Logger
 }
 
 // ErrMoveUnderWay refuses a fix while a move's named connections are open.
@@ -476,6 +512,8 @@ func Run(ctx context.Context, o Options) ([]Repair, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	held := slices.Clone(o.Held)
+	vouch(states, held)
 	plan := PlanRepairs(states, o.Slots)
 	if len(plan.Refused) > 0 {
 		return plan.Repairs, plan.Notes, &mover.InputError{Err: refusal(plan, o.Slots)}
@@ -496,8 +534,13 @@ func Run(ctx context.Context, o Options) ([]Repair, []string, error) {
 				log.Info("given back", "source", r.Addr, "target", r.TargetAddr, "target_keys_removed", n)
 			}
 		case RepairClaim:
-			if err = claim(ctx, c, clients[r.Source], r); err == nil {
+			var runID string
+			if runID, err = claim(ctx, c, clients[r.Source], r); err == nil {
 				log.Info("claimed", "target", r.Addr, "source", r.SourceAddr)
+				// The claim found the target holding every key the
+				// source holds: a slot its clients empty before the
+				// cleanup below is no reason to keep the source's copies.
+				held = append(held, Held{Owner: r.NodeID, RunID: runID, Slots: r.Slots})
 				// The other masters are told too, as a move's switch
 				// tells them: not needed (the claim's epoch wins by
 				// gossip), but clients asking them see the owner at once.
@@ -511,7 +554,7 @@ func Run(ctx context.Context, o Options) ([]Repair, []string, error) {
 				}
 			}
 		case RepairRollback:
-			if err = backed(ctx, c, clients[r.Owner], r); err == nil {
+			if err = backed(ctx, c, clients[r.Owner], r, held); err == nil {
 				n, err = cutover.Rollback(ctx, c, r.Slots, o.Cleanup)
 				log.Info("rolled back", "node", r.Addr, "keys_removed", n)
 			}
@@ -519,7 +562,7 @@ func Run(ctx context.Context, o Options) ([]Repair, []string, error) {
 			// As a move's cleanup: the copies go only once the owner's
 			// replicas hold the keys, or a failover to one that trails
 			// would lose them.
-			if err = backed(ctx, c, clients[r.Owner], r); err == nil {
+			if err = backed(ctx, c, clients[r.Owner], r, held); err == nil {
 				if _, err = cutover.WaitReplicas(ctx, clients[r.Owner], o.ReplicaWait); err != nil {
 					err = fmt.Errorf("the owner's replicas do not have the keys yet, the copies stay: %w", err)
 					break
@@ -536,6 +579,7 @@ func Run(ctx context.Context, o Options) ([]Repair, []string, error) {
 	if states, err = readStates(ctx, o.Seed, clients, true); err != nil {
 		return done, notes, err
 	}
+	vouch(states, held)
 	if left := PlanRepairs(states, o.Slots); len(left.Repairs)+len(left.Refused) > 0 {
 		return done, notes, fmt.Errorf("after the repairs, still to do: %v %v", left.Repairs, left.Refused)
 	}
@@ -572,7 +616,7 @@ func giveBack(ctx context.Context, source, target *redis.Client, r Repair) error
 			return fmt.Errorf("%w: %s no longer imports slot %d from %s without claiming it: run fix again", errChanged, r.TargetAddr, s, r.Addr)
 		}
 	}
-	if err := keysBacked(ctx, target, source, r.Slots); err != nil {
+	if err := keysBacked(ctx, target, source, r.Slots, nil); err != nil {
 		return err
 	}
 	sv, err := cluster.Load(ctx, source)
@@ -617,46 +661,81 @@ func giveBack(ctx context.Context, source, target *redis.Client, r Repair) error
 	return nil
 }
 
+// vouch sets each master's HeldAll from the evidence whose run ID is still
+// the master's.
+func vouch(states map[string]*NodeState, held []Held) {
+	for _, h := range held {
+		st := states[h.Owner]
+		if st == nil || st.RunID == "" || st.RunID != h.RunID {
+			continue
+		}
+		if st.HeldAll == nil {
+			st.HeldAll = slots.NewSet()
+		}
+		for _, r := range h.Slots.Ranges() {
+			st.HeldAll.AddRange(r)
+		}
+	}
+}
+
+// runID reads a node's run_id.
+func runID(ctx context.Context, c *redis.Client) (string, error) {
+	f, err := info.Read(ctx, c, "server")
+	if err != nil {
+		return "", err
+	}
+	if f["run_id"] == "" {
+		return "", fmt.Errorf("%s reports no run_id", c.Options().Addr)
+	}
+	return f["run_id"], nil
+}
+
 // claim makes the target own r.Slots, after checking that it still imports
 // them from the source, that the source does not claim them, and that the
 // target holds keys wherever the source does; then tells the source, which
-// must know the owner before its keys of the slots are cleaned up.
-func claim(ctx context.Context, target, source *redis.Client, r Repair) error {
+// must know the owner before its keys of the slots are cleaned up. It
+// returns the target's run ID, read before the check of its keys.
+func claim(ctx context.Context, target, source *redis.Client, r Repair) (string, error) {
 	if source == nil {
-		return fmt.Errorf("no connection to the source %s", r.SourceAddr)
+		return "", fmt.Errorf("no connection to the source %s", r.SourceAddr)
+	}
+	id, err := runID(ctx, target)
+	if err != nil {
+		return "", err
 	}
 	tv, err := cluster.Load(ctx, target)
 	if err != nil {
-		return err
+		return "", err
 	}
 	sv, err := cluster.Load(ctx, source)
 	if err != nil {
-		return err
+		return "", err
 	}
 	all := r.Slots.Slots()
 	for _, s := range all {
 		if !tv.Myself.Slots.Contains(s) && tv.Myself.Importing[s] != r.Source {
-			return fmt.Errorf("%w: %s neither owns slot %d nor imports it from %s: run fix again", errChanged, r.Addr, s, r.SourceAddr)
+			return "", fmt.Errorf("%w: %s neither owns slot %d nor imports it from %s: run fix again", errChanged, r.Addr, s, r.SourceAddr)
 		}
 		if sv.Myself.Slots.Contains(s) {
-			return fmt.Errorf("%w: %s claims slot %d again: run fix again", errChanged, r.SourceAddr, s)
+			return "", fmt.Errorf("%w: %s claims slot %d again: run fix again", errChanged, r.SourceAddr, s)
 		}
 	}
-	if err := keysBacked(ctx, source, target, r.Slots); err != nil {
-		return err
+	if err := keysBacked(ctx, source, target, r.Slots, nil); err != nil {
+		return "", err
 	}
 	if err := cutover.Claim(ctx, target, r.NodeID, r.Slots, true); err != nil {
-		return err
+		return "", err
 	}
-	return cutover.SetSlots(ctx, source, all, "NODE", r.NodeID)
+	return id, cutover.SetSlots(ctx, source, all, "NODE", r.NodeID)
 }
 
 var errChanged = errors.New("the cluster changed since the plan")
 
 // backed checks, right before a rollback or a cleanup removes a node's keys,
 // that the owner still claims every slot in its own view and holds keys of
-// each slot the node holds keys of.
-func backed(ctx context.Context, node, owner *redis.Client, r Repair) error {
+// each slot the node holds keys of, unless held shows that it held every
+// key of the slot since it last started.
+func backed(ctx context.Context, node, owner *redis.Client, r Repair, held []Held) error {
 	if owner == nil {
 		return fmt.Errorf("no connection to the owner %s", r.Owner)
 	}
@@ -669,11 +748,22 @@ func backed(ctx context.Context, node, owner *redis.Client, r Repair) error {
 			return fmt.Errorf("%w: %s no longer claims slot %d: run fix again", errChanged, owner.Options().Addr, s)
 		}
 	}
-	return keysBacked(ctx, node, owner, r.Slots)
+	var emptied *slots.Set
+	if slices.ContainsFunc(held, func(h Held) bool { return h.Owner == r.Owner }) {
+		id, err := runID(ctx, owner)
+		if err != nil {
+			return err
+		}
+		states := map[string]*NodeState{r.Owner: {RunID: id}}
+		vouch(states, held)
+		emptied = states[r.Owner].HeldAll
+	}
+	return keysBacked(ctx, node, owner, r.Slots, emptied)
 }
 
-// keysBacked fails if holder has keys of a slot of set of which backer has none.
-func keysBacked(ctx context.Context, holder, backer *redis.Client, set *slots.Set) error {
+// keysBacked fails if holder has keys of a slot of set of which backer has
+// none, but for the slots of emptied (nil for none).
+func keysBacked(ctx context.Context, holder, backer *redis.Client, set, emptied *slots.Set) error {
 	all := set.Slots()
 	h, err := cluster.CountKeys(ctx, holder, all)
 	if err != nil {
@@ -684,7 +774,7 @@ func keysBacked(ctx context.Context, holder, backer *redis.Client, set *slots.Se
 		return err
 	}
 	for i, s := range all {
-		if h[i] > 0 && b[i] == 0 {
+		if h[i] > 0 && b[i] == 0 && (emptied == nil || !emptied.Contains(s)) {
 			return fmt.Errorf("%w: %s holds %d keys of slot %d and %s none: run fix again", errChanged, holder.Options().Addr, h[i], s, backer.Options().Addr)
 		}
 	}
@@ -750,6 +840,9 @@ func readStates(ctx context.Context, seed cluster.Conn, clients map[string]*redi
 		}
 		if err == nil {
 			st.GuardedRelease, err = cutover.SetSlotBlocks(rctx, c)
+		}
+		if err == nil {
+			st.RunID, err = runID(rctx, c)
 		}
 		cancel()
 		if ctx.Err() != nil {

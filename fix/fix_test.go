@@ -267,6 +267,35 @@ func TestPlanKeepsKeysWhoseOwnerIsDown(t *testing.T) {
 	expect(t, PlanRepairs(states, nil), "cleanup a 0-99 b")
 }
 
+// A move's target that took slots 0-99 over, whose clients then emptied
+// slot 5, while the move's cleanup never ran: the source's keys of slot 5
+// are orphans as much as the others' are, once the owner is known to have
+// held them all since it last started (HeldAll, from its run ID). Without
+// that evidence the owner may have lost them (a restart from a stale RDB),
+// and they stay, with a note. A cleanup stopped part way (the source
+// imports the slots from itself) is judged the same.
+func TestPlanCleansOrphansOfASlotItsOwnerEmptied(t *testing.T) {
+	moved := cl{owners: map[string]string{"a": "100-5460", "b": "0-99 5461-10922", "c": "10923-16383"}}
+	orphans := merge(keysIn("0-5460", 2))
+	owner := merge(keysIn("0-4 6-99 5461-10922", 2))
+	for _, marks := range []string{"", "[5-<-a]"} {
+		states := map[string]*NodeState{
+			"a": st(t, "a", moved, marks, orphans),
+			"b": st(t, "b", moved, "", owner),
+			"c": st(t, "c", moved, "", keysIn("10923-16383", 1)),
+		}
+		p := PlanRepairs(states, nil)
+		expect(t, p, "cleanup a 0-4,6-99 b")
+		noteWith(t, p.Notes, "127.0.0.1:7000", "slot 5", "127.0.0.1:7001")
+		states["b"].HeldAll = slots.NewSet(slots.Range{Start: 0, End: 99})
+		p = PlanRepairs(states, nil)
+		expect(t, p, "cleanup a 0-99 b")
+		if len(p.Notes) != 0 {
+			t.Fatalf("notes with the owner's evidence: %q", p.Notes)
+		}
+	}
+}
+
 // Two masters that claim a slot each in its own view, a slot imported by
 // two masters, and a source restarted after its release (it marks the
 // slots of its orphaned keys importing from the target, which imports them

@@ -161,9 +161,14 @@ type Progress struct {
 
 // Summary is the outcome of a move; `slotmover move --json` prints it.
 type Summary struct {
-	TaskID          string   `json:"task_id"`
-	Source          string   `json:"source"`
-	Target          string   `json:"target"`
+	TaskID   string `json:"task_id"`
+	Source   string `json:"source"`
+	Target   string `json:"target"`
+	TargetID string `json:"target_id,omitempty"`
+	// TargetRunID is the target's run_id when the move began: while it is
+	// unchanged, the target has held every key of the slots it claimed
+	// (see fix.Held).
+	TargetRunID     string   `json:"target_run_id,omitempty"`
 	Slots           string   `json:"slots"`
 	Result          string   `json:"result"` // moved, refused, rolled_back, cancelled, stuck
 	Phase           Phase    `json:"phase"`

@@ -218,6 +218,13 @@ func (t *task) preflight(ctx context.Context) (Event, error) {
 	if t.evictedBefore, err = evictions(ctx, p.target); err != nil {
 		return "", fmt.Errorf("target %s: %w", t.opts.Target.Addr, err)
 	}
+	// What fix needs to trust the target with a slot it empties after its
+	// claim (fix.Held): a move that stops past the claim says it.
+	server, err := info.Read(ctx, p.target, "server")
+	if err != nil {
+		return "", fmt.Errorf("target %s: %w", t.opts.Target.Addr, err)
+	}
+	t.sum.TargetID, t.sum.TargetRunID = p.targetID, server["run_id"]
 	return EvPreflightPassed, nil
 }
 

@@ -10,11 +10,13 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/fix"
+	"github.com/slotmover/slotmover/internal/info"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
 )
@@ -77,6 +79,10 @@ func (l *Local) Import(ctx context.Context, req Request) ([]Task, error) {
 	}
 	node := l.cfg.Node.Client()
 	top, err := cluster.Load(ctx, node)
+	var server info.Fields
+	if err == nil {
+		server, err = info.Read(ctx, node, "server")
+	}
 	node.Close()
 	if err != nil {
 		return nil, fmt.Errorf("read the cluster from %s: %w", l.cfg.Node.Addr, err)
@@ -137,7 +143,7 @@ func (l *Local) Import(ctx context.Context, req Request) ([]Task, error) {
 		n := top.ByID(src)
 		e := &entry{set: bySource[src], rec: Task{
 			ID: newID(), Slots: bySource[src].String(), Source: src, SourceAddr: n.Addr,
-			Dest: top.Myself.ID, DestAddr: l.cfg.Node.Addr, Operation: "import",
+			Dest: top.Myself.ID, DestAddr: l.cfg.Node.Addr, DestRunID: server["run_id"], Operation: "import",
 			State: StateRunning, CreateTime: time.Now(), Snapshot: cmp.Or(req.Snapshot, l.cfg.Move.Snapshot, mover.SnapshotAuto),
 		}}
 		e.rec.setPhase(string(mover.PhasePreflight))
@@ -324,9 +330,11 @@ func (t *Task) setPhase(p string) {
 // Recover takes the records of an earlier run of this sidecar (from the KV
 // bucket): those that ended are kept for Status; those left running (the
 // sidecar died mid-move) or stuck (stopped in their cleanup at shutdown)
-// are repaired with the logic of slotmover fix on their slots, and end
-// completed if the local master owns every slot afterwards, else failed.
-// It returns the records as they end up.
+// are repaired with the logic of slotmover fix on their slots. One ends
+// completed only if the local master owns every slot afterwards and fix
+// left nothing behind, rolled_back if the source owns them all again with
+// nothing left, and stuck otherwise, with fix's notes. It returns the
+// records as they end up.
 func (l *Local) Recover(ctx context.Context, recs []Task) []Task {
 	out := make([]Task, 0, len(recs))
 	for _, rec := range recs {
@@ -355,7 +363,14 @@ func (l *Local) repair(ctx context.Context, rec Task) Task {
 		rec.LastError = fmt.Sprintf("interrupted; its slots %q cannot be read: %v", rec.Slots, err)
 		return rec
 	}
-	repairs, _, err := fix.Run(ctx, fix.Options{Seed: l.cfg.Node, Slots: set, Cleanup: l.cfg.Move.Cleanup, ReplicaWait: l.cfg.Move.ReplicaWait, Logger: l.log})
+	// The local master took the slots over, if it did, only once it held
+	// every key: while its run ID is the one it had when the task began,
+	// fix may take a slot it emptied since for emptied, not lost.
+	var held []fix.Held
+	if rec.DestRunID != "" {
+		held = []fix.Held{{Owner: rec.Dest, RunID: rec.DestRunID, Slots: set}}
+	}
+	repairs, notes, err := fix.Run(ctx, fix.Options{Seed: l.cfg.Node, Slots: set, Cleanup: l.cfg.Move.Cleanup, ReplicaWait: l.cfg.Move.ReplicaWait, Held: held, Logger: l.log})
 	if err != nil {
 		rec.LastError = fmt.Sprintf("interrupted; fix could not repair it (run slotmover fix --node %s --slots %s): %v", l.cfg.Node.Addr, rec.Slots, err)
 		return rec
@@ -367,18 +382,27 @@ func (l *Local) repair(ctx context.Context, rec Task) Task {
 		rec.LastError = fmt.Sprintf("interrupted and repaired (%d repairs), but the owner cannot be read: %v", len(repairs), err)
 		return rec
 	}
-	owned := true
+	here, back := true, true
 	for _, s := range set.Slots() {
-		owned = owned && top.Myself.Slots.Contains(s)
+		o := top.Owner(s)
+		here = here && o != nil && o.ID == top.Myself.ID
+		back = back && o != nil && o.ID == rec.Source
 	}
 	rec.LastError = fmt.Sprintf("interrupted (the sidecar stopped in phase %s); repaired by fix with %d repairs", rec.Phase, len(repairs))
 	if rec.Result == mover.ResultStuck {
 		rec.LastError = fmt.Sprintf("stuck (%s); repaired by fix at the next start with %d repairs", prior, len(repairs))
 	}
-	if owned {
+	switch {
+	case len(notes) > 0:
+		rec.Result = mover.ResultStuck
+		rec.LastError += fmt.Sprintf("; left to an operator (run slotmover fix --node %s --slots %s once checked): %s", l.cfg.Node.Addr, rec.Slots, strings.Join(notes, "; "))
+	case here:
 		rec.State, rec.Result = StateCompleted, mover.ResultMoved
-	} else {
+	case back:
 		rec.Result = mover.ResultRolledBack
+	default:
+		rec.Result = mover.ResultStuck
+		rec.LastError += "; but neither the local master nor the source owns every slot"
 	}
 	rec.setPhase("repaired")
 	l.log.Info("interrupted task repaired", "task", rec.ID, "slots", rec.Slots, "state", rec.State, "repairs", len(repairs))

@@ -13,6 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/cutover"
+	"github.com/slotmover/slotmover/internal/info"
 	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
@@ -219,30 +221,7 @@ func TestRecoverRepairsInterruptedTasks(t *testing.T) {
 	defer source.Close()
 	defer target.Close()
 	set, _ := slots.Parse("0-99")
-	copied := 0
-	for _, s := range set.Slots() {
-		if err := target.Do(ctx, "CLUSTER", "SETSLOT", s, "IMPORTING", c.IDs[0]).Err(); err != nil {
-			t.Fatal(err)
-		}
-		keys, err := source.ClusterGetKeysInSlot(ctx, int(s), 10).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, k := range keys {
-			dump := source.Dump(ctx, k).Val()
-			if _, err := target.Pipelined(ctx, func(p redis.Pipeliner) error {
-				p.Do(ctx, "ASKING")
-				p.Restore(ctx, k, 0, dump)
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-			copied++
-		}
-	}
-	if copied == 0 {
-		t.Fatal("nothing copied: the test tests nothing")
-	}
+	importCopies(t, source, target, c.IDs[0], set, 10)
 	m := New(Config{Node: cluster.Conn{Addr: c.Nodes[2].Addr}, MaxTasks: 1})
 	defer m.Close(ctx)
 	done := Task{ID: "old", Slots: "8192-8200", State: StateCompleted, Phase: "done"}
@@ -263,5 +242,120 @@ func TestRecoverRepairsInterruptedTasks(t *testing.T) {
 	}
 	if all, _ := m.Status(""); len(all) != 2 || all[1].ID != "dead" || all[1].State != StateFailed {
 		t.Fatalf("status after recovery: %+v", all)
+	}
+}
+
+// importCopies marks set importing on target from source (sourceID) and
+// copies up to perSlot keys of each slot there, as a move's snapshot does.
+func importCopies(t *testing.T, source, target *redis.Client, sourceID string, set *slots.Set, perSlot int) {
+	t.Helper()
+	ctx := context.Background()
+	copied := 0
+	for _, s := range set.Slots() {
+		if err := target.Do(ctx, "CLUSTER", "SETSLOT", s, "IMPORTING", sourceID).Err(); err != nil {
+			t.Fatal(err)
+		}
+		keys, err := source.ClusterGetKeysInSlot(ctx, int(s), perSlot).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			dump := source.Dump(ctx, k).Val()
+			if _, err := target.Pipelined(ctx, func(p redis.Pipeliner) error {
+				p.Do(ctx, "ASKING")
+				p.Restore(ctx, k, 0, dump)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			copied++
+		}
+	}
+	if copied == 0 {
+		t.Fatal("nothing copied: the test tests nothing")
+	}
+}
+
+// A sidecar died after its move's claim, before the cleanup, and the local
+// master's clients then emptied one moved slot. On restart the source's
+// keys of every moved slot go, the emptied one too: the record's run ID of
+// the local master, unchanged, shows it held them all since it took them
+// over. A record whose run ID is not the master's (it restarted: a stale
+// RDB may have lost them) leaves that slot's copies alone and says so: the
+// task ends stuck with fix's note, never completed.
+func TestRecoverCleansASlotTheTargetEmptied(t *testing.T) {
+	for _, restarted := range []bool{false, true} {
+		t.Run(fmt.Sprint("restarted=", restarted), func(t *testing.T) {
+			ctx := context.Background()
+			c := harness.ClusterT(t, []string{"0-8191", "8192-16383", ""}, localcluster.Options{})
+			cc := c.Client()
+			defer cc.Close()
+			fill(t, cc, 20000)
+			source, target := c.Nodes[0].Client(), c.Nodes[2].Client()
+			defer source.Close()
+			defer target.Close()
+			set, _ := slots.Parse("0-99")
+			importCopies(t, source, target, c.IDs[0], set, 1000)
+			if err := source.Do(ctx, cluster.SlotsCommand("DELSLOTS", set.Slots())...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := cutover.SetSlots(ctx, source, set.Slots(), "NODE", c.IDs[2]); err != nil {
+				t.Fatal(err)
+			}
+			if err := cutover.Claim(ctx, target, c.IDs[2], set, false); err != nil {
+				t.Fatal(err)
+			}
+			emptied, _ := slots.Parse("5")
+			keys, err := target.ClusterGetKeysInSlot(ctx, 5, 1000).Result()
+			if err != nil || len(keys) == 0 {
+				t.Fatalf("slot 5 on the target: %d keys, %v", len(keys), err)
+			}
+			if err := target.Del(ctx, keys...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			server, err := info.Read(ctx, target, "server")
+			if err != nil {
+				t.Fatal(err)
+			}
+			runID := server["run_id"]
+			if restarted {
+				runID = strings.Repeat("0", 40)
+			}
+			m := New(Config{Node: cluster.Conn{Addr: c.Nodes[2].Addr}, MaxTasks: 1})
+			defer m.Close(ctx)
+			rec := Task{ID: "dead", Slots: "0-99", Source: c.IDs[0], Dest: c.IDs[2], DestRunID: runID, State: StateRunning, Phase: "cleanup"}
+			got := m.Recover(ctx, []Task{rec})[0]
+			left := func(set *slots.Set) int64 {
+				t.Helper()
+				n, err := cluster.CountKeys(ctx, source, set.Slots())
+				if err != nil {
+					t.Fatal(err)
+				}
+				var sum int64
+				for _, k := range n {
+					sum += k
+				}
+				return sum
+			}
+			rest, _ := slots.Parse("0-4,6-99")
+			if n := left(rest); n != 0 {
+				t.Fatalf("the source keeps %d keys of the slots the target holds keys of", n)
+			}
+			if !restarted {
+				if n := left(emptied); n != 0 {
+					t.Fatalf("the source keeps %d keys of the slot the target emptied", n)
+				}
+				if got.State != StateCompleted || got.Result != mover.ResultMoved {
+					t.Fatalf("recovered: %s %s: %s", got.State, got.Result, got.LastError)
+				}
+				return
+			}
+			if n := left(emptied); n != int64(len(keys)) {
+				t.Fatalf("the source keeps %d keys of the emptied slot, want its %d copies", n, len(keys))
+			}
+			if got.State != StateFailed || got.Result != mover.ResultStuck || !strings.Contains(got.LastError, "slot 5") {
+				t.Fatalf("recovered: %s %s: %s", got.State, got.Result, got.LastError)
+			}
+		})
 	}
 }

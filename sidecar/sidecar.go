@@ -25,12 +25,15 @@ const (
 // Task is one import's record: what the admin port's STATUS and the NATS
 // status reply show, and what the KV bucket keeps.
 type Task struct {
-	ID         string    `json:"id"`
-	Slots      string    `json:"slots"`  // slot spec, "0-5460,6000"
-	Source     string    `json:"source"` // the source master's node ID
-	SourceAddr string    `json:"source_addr"`
-	Dest       string    `json:"dest"` // the local master's node ID
-	DestAddr   string    `json:"dest_addr"`
+	ID         string `json:"id"`
+	Slots      string `json:"slots"`  // slot spec, "0-5460,6000"
+	Source     string `json:"source"` // the source master's node ID
+	SourceAddr string `json:"source_addr"`
+	Dest       string `json:"dest"` // the local master's node ID
+	DestAddr   string `json:"dest_addr"`
+	// DestRunID is the local master's run_id when the task began: after a
+	// crash past the claim, what tells fix it has not restarted since.
+	DestRunID  string    `json:"dest_run_id,omitempty"`
 	Operation  string    `json:"operation"` // "import"
 	State      string    `json:"state"`
 	Phase      string    `json:"phase"`            // the mover's phase (preflight … cleanup, done)

@@ -152,7 +152,10 @@ func CrashingMover(base mover.Options, every int) Mover {
 		out.Forward = forward
 		// Other moves run meanwhile (their connections are open: Force), on
 		// other slots (Slots keeps the fix off them).
-		repairs, notes, err := fix.Run(ctx, fix.Options{Seed: base.Source.With(m.TargetAddr), Slots: m.Slots, Force: true, Logger: base.Logger})
+		// As the sidecar does: the target's run ID from the move, so that
+		// a slot the workers empty on it is no reason to keep the copies.
+		held := []fix.Held{{Owner: out.Summary.TargetID, RunID: out.Summary.TargetRunID, Slots: m.Slots}}
+		repairs, notes, err := fix.Run(ctx, fix.Options{Seed: base.Source.With(m.TargetAddr), Slots: m.Slots, Force: true, Held: held, Logger: base.Logger})
 		for _, r := range repairs {
 			out.Repairs = append(out.Repairs, r.String())
 		}
