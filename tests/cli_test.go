@@ -2,6 +2,7 @@ package tests
 
 import (
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/planner"
@@ -193,5 +196,77 @@ func TestCLIKeepsSecretsOut(t *testing.T) {
 		if !okCode || !strings.Contains(stdout+stderr, r.want) {
 			t.Errorf("%s: exit %d, want %d with %q\nstdout %s\nstderr %s", what, code, r.code, r.want, stdout, stderr)
 		}
+	}
+}
+
+// Issue 26, item 6: a Redis with tls-auth-clients yes takes only clients
+// that present a certificate. The move is refused without one (exit 2,
+// nothing changed) and moves with --tls-cert and --tls-key: every key on
+// the target, every node's view naming it.
+func TestCLITLSClientCertificate(t *testing.T) {
+	c := harness.ClusterT(t, []string{"0-16383", ""}, localcluster.Options{TLS: true})
+	ctx := testContext(t, 2*time.Minute)
+	// The cluster's one certificate is its CA, and a client's certificate too.
+	cert, key := filepath.Join(c.Nodes[0].Dir, "cert.pem"), filepath.Join(c.Nodes[0].Dir, "key.pem")
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noCert := c.Nodes[0].TLS
+	for _, n := range c.Nodes {
+		// The test's own clients present it from here on.
+		n.TLS = n.TLS.Clone()
+		n.TLS.Certificates = []tls.Certificate{pair}
+		cl := n.Client()
+		err := cl.ConfigSet(ctx, "tls-auth-clients", "yes").Err()
+		cl.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	anon := redis.NewClient(&redis.Options{Addr: c.Nodes[0].Addr, TLSConfig: noCert, MaxRetries: -1, DisableIdentity: true})
+	err = anon.Ping(ctx).Err()
+	anon.Close()
+	if err == nil {
+		t.Fatal("a client without a certificate was served: the servers do not ask for one, the test would test nothing")
+	}
+	cc := c.Client()
+	defer cc.Close()
+	set := mustSlots(t, "0-3000")
+	keys := fillMoved(t, ctx, cc, set, 2)
+	held, err := localcluster.Capture(ctx, cc, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fingerprint, err := c.Fingerprint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	move := []string{"move", "--json", "--source", c.Nodes[0].Addr, "--target", c.Nodes[1].Addr, "--slots", set.String(), "--tls-ca-cert", cert}
+	for _, r := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tls"}, "certificate required"},
+		{[]string{"--tls", "--tls-cert", cert}, "--tls-cert and --tls-key go together"},
+		{[]string{"--tls-cert", cert, "--tls-key", key}, "go with --tls"},
+	} {
+		code, stdout, stderr := runCLI(t, append(move, r.args...)...)
+		if code != 2 || !strings.Contains(stderr, r.want) {
+			t.Fatalf("move %v: exit %d, want 2 with %q; stdout %s; stderr %s", r.args, code, r.want, stdout, stderr)
+		}
+		assertUnchanged(t, c, fingerprint)
+	}
+	code, stdout, stderr := runCLI(t, append(move, "--tls", "--tls-cert", cert, "--tls-key", key)...)
+	if sum := parseSummary(t, code, stdout, stderr); code != 0 || sum.Result != "moved" || sum.KeysCopied != int64(len(keys)) {
+		t.Fatalf("move with --tls-cert and --tls-key: exit %d, result %q, %d keys (want %d); stderr %s", code, sum.Result, sum.KeysCopied, len(keys), stderr)
+	}
+	if err := c.WaitOwner(ctx, set, c.IDs[1], 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	target := c.Nodes[1].Client()
+	defer target.Close()
+	if err := held.Compare(ctx, target); err != nil {
+		t.Fatalf("after the move, on the target: %v", err)
 	}
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/slotmover/slotmover/internal/config"
 	"github.com/slotmover/slotmover/mover"
 )
 
@@ -20,6 +19,7 @@ type connFlags struct {
 	password           secretFlags
 	tlsOn, tlsInsecure bool
 	tlsCA              string
+	tlsCert, tlsKey    string
 	logLevel           string
 }
 
@@ -28,6 +28,8 @@ func (f *connFlags) register(fs *flag.FlagSet) {
 	f.password.register(fs, "Redis", "SLOTMOVER_PASSWORD")
 	fs.BoolVar(&f.tlsOn, "tls", false, "connect to Redis with TLS")
 	fs.StringVar(&f.tlsCA, "tls-ca-cert", "", "with --tls, trust the CA certificates in this PEM `file` (default the system's)")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "with --tls, present the client certificate in this PEM `file` (with --tls-key), for servers with tls-auth-clients")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "with --tls, the private key of --tls-cert, in this PEM `file`")
 	fs.BoolVar(&f.tlsInsecure, "tls-insecure", false, "with --tls, do not verify server certificates")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 }
@@ -39,19 +41,19 @@ func (f *connFlags) conn(addr string) (mover.Conn, error) {
 		return mover.Conn{}, err
 	}
 	c := mover.Conn{Addr: addr, Username: f.user, Password: password}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return c, errors.New("--tls-cert and --tls-key go together")
+	}
 	if !f.tlsOn {
+		// A command that names certificates must not run in plain text.
+		if f.tlsCA != "" || f.tlsCert != "" || f.tlsKey != "" {
+			return c, errors.New("--tls-ca-cert, --tls-cert and --tls-key go with --tls")
+		}
 		return c, nil
 	}
-	c.TLS = &tls.Config{InsecureSkipVerify: f.tlsInsecure, MinVersion: tls.VersionTLS12}
-	if f.tlsCA != "" {
-		pem, err := os.ReadFile(f.tlsCA)
-		if err != nil {
-			return c, fmt.Errorf("--tls-ca-cert: %w", err)
-		}
-		c.TLS.RootCAs = x509.NewCertPool()
-		if !c.TLS.RootCAs.AppendCertsFromPEM(pem) {
-			return c, fmt.Errorf("--tls-ca-cert: no certificate in %s", f.tlsCA)
-		}
+	c.TLS, err = config.TLS{Enabled: true, CA: f.tlsCA, Cert: f.tlsCert, Key: f.tlsKey, InsecureSkipVerify: f.tlsInsecure}.Config()
+	if err != nil {
+		return c, fmt.Errorf("TLS %w", err)
 	}
 	return c, nil
 }
