@@ -91,8 +91,8 @@ func TestExpiryOf(t *testing.T) {
 	}
 }
 
-// A key is guarded only close to its expiry or past it, and only while
-// its last known expiry is within the horizon.
+// A key is guarded only close to its last known expiry or past it, however
+// far ahead that expiry was when it was tracked.
 func TestExpiringGuardsNearTheExpiry(t *testing.T) {
 	x := newExpiring()
 	now := time.Now().UnixMilli()
@@ -114,9 +114,12 @@ func TestExpiringGuardsNearTheExpiry(t *testing.T) {
 	if !x.guarded(k, now) {
 		t.Error("a key copied expired is not guarded")
 	}
-	x.track(k, now+2*expiryHorizon.Milliseconds())
-	if x.guarded(k, now+expiryHorizon.Milliseconds()) {
-		t.Error("a key extended past the horizon keeps its old expiry")
+	x.track(k, now+2*time.Hour.Milliseconds())
+	if x.guarded(k, now+time.Hour.Milliseconds()) {
+		t.Error("a key extended by an hour keeps its old expiry")
+	}
+	if !x.guarded(k, now+2*time.Hour.Milliseconds()) {
+		t.Error("a key tracked two hours before its expiry is not guarded when that time comes")
 	}
 	x.track(k, now)
 	x.track(k, 0)

@@ -619,6 +619,81 @@ func TestTTLsSetDuringLagKeepTheirExpiry(t *testing.T) {
 // that the application extends (or writes) on the source before it runs
 // out must not be lost because the target, here stalled, sees the
 // extension only after that time: it must end as on the source. A key that
+// Keys extended while a long snapshot runs keep their new TTL on the
+// target, however far their expiry was when they were copied. The
+// source's RDB is slowed (rdb-key-save-delay) to outlast the keys' first
+// TTL: the target, a master, expires its copies before the stream's
+// extensions reach it, so each must be read again from the source. An
+// earlier rule kept only the keys whose expiry was within 10 minutes of
+// their copy: with that bound at 1 s, it fails here.
+func TestKeysExtendedDuringALongSnapshot(t *testing.T) {
+	c := fourMasters(t)
+	ctx := testContext(t, 2*time.Minute)
+	cc := c.Client()
+	defer cc.Close()
+	set := mustSlots(t, "0-999")
+	load(t, cc, 6_000, set)
+	source := c.Nodes[0].Client()
+	defer source.Close()
+	ttl := 3 * time.Second
+	var keys []string
+	for i := range 60 {
+		k := fmt.Sprintf("%sextended:%d", tagIn(set, i), i)
+		keys = append(keys, k)
+		if err := source.Set(ctx, k, i, ttl).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := source.DBSize(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fork's child writes the RDB in about 1.5 TTLs.
+	delay := (3 * ttl / 2).Microseconds() / n
+	if err := source.ConfigSet(ctx, "rdb-key-save-delay", fmt.Sprint(delay)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer source.ConfigSet(context.Background(), "rdb-key-save-delay", "0")
+	target := c.Nodes[3].Client()
+	defer target.Close()
+	done := make(chan mover.Summary, 1)
+	go func() {
+		sum, _ := mover.Run(ctx, mover.Options{
+			Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
+			Slots: set, Snapshot: mover.SnapshotRDB, Logger: testLogger(t),
+		})
+		done <- sum
+	}()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
+		if n, _ := target.DBSize(ctx).Result(); n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the copy never began")
+		}
+	}
+	for _, k := range keys {
+		if err := source.PExpire(ctx, k, time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := localcluster.Capture(ctx, source, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := <-done
+	if sum.Result != mover.ResultMoved {
+		t.Fatalf("move: %s: %s", sum.Result, sum.Error)
+	}
+	if time.Duration(sum.SnapshotMS)*time.Millisecond < ttl {
+		t.Fatalf("the snapshot took %d ms, less than the keys' first TTL: the test proves nothing", sum.SnapshotMS)
+	}
+	if err := want.Compare(ctx, target); err != nil {
+		t.Fatalf("keys extended during the snapshot, on the target after the move: %v", err)
+	}
+	t.Logf("snapshot %d ms, %d keys resynced", sum.SnapshotMS, sum.KeysResynced)
+}
+
 // simply runs out stays gone.
 func TestKeysExtendedBeforeTheyExpireSurviveALateTarget(t *testing.T) {
 	c := fourMasters(t)
