@@ -133,7 +133,9 @@ func serve(ctx context.Context, c *config.Serve, log *slog.Logger, ready func(ad
 		if err != nil {
 			log.Warn("task records not read; interrupted tasks are not repaired (run slotmover fix)", "error", err)
 		}
-		for _, rec := range m.Recover(ctx, recs) {
+		// A record from the bucket drives fix: only this node's sound
+		// ones are acted on.
+		for _, rec := range m.Recover(ctx, sidecar.Usable(recs, top.Myself.ID, log)) {
 			b.Publish(rec)
 			mets.Observe(rec)
 		}
