@@ -620,10 +620,15 @@ func (t *task) finish() Summary {
 }
 
 // repair says what is left after a failure the task could not undo, and the
-// commands that finish the job.
+// commands that finish the job: what slotmover fix would do on these
+// servers, which the first line runs.
 func (t *task) repair() []string {
 	src, tgt := hostPort(t.opts.Source.Addr), hostPort(t.opts.Target.Addr)
-	out := []string{fmt.Sprintf("slotmover fix --node %s   # reads the cluster's state, finishes or undoes this move (--dry-run: only show); or by hand:", t.opts.Target.Addr)}
+	fixCmd := fmt.Sprintf("slotmover fix --node %s --slots %s", t.opts.Target.Addr, t.opts.Slots)
+	if t.m.Released() && t.sum.TargetRunID != "" {
+		fixCmd += fmt.Sprintf(" --held-by %s:%s", t.sum.TargetID, t.sum.TargetRunID)
+	}
+	out := []string{fixCmd + "   # reads the cluster's state, finishes or undoes this move (--dry-run: only show); or by hand:"}
 	forEach := func(host, cmd string) {
 		for _, r := range t.opts.Slots.Ranges() {
 			out = append(out, fmt.Sprintf("for s in $(seq %d %d); do redis-cli %s %s; done", r.Start, r.End, host, cmd))
@@ -636,6 +641,15 @@ func (t *task) repair() []string {
 		// second owner's keys and may migrate them back over newer data.
 		out = append(out, "Remove the keys of the slots on the target, then:")
 		forEach(tgt, "CLUSTER SETSLOT $s STABLE")
+	case !t.m.Switched() && t.p.setSlotBlocks:
+		// A guarded release (Valkey 8): the target had every write the
+		// source took before it let go, and takes the slots over by gossip
+		// anyway; a give-back would race that, and the loser deletes its
+		// keys. So forward, as fix does.
+		out = append(out, "The source released the slots once the target had every write (a guarded release); the target takes them over. Claim them on the target, then tell the source:")
+		forEach(tgt, "CLUSTER SETSLOT $s NODE "+t.p.targetID)
+		forEach(src, "CLUSTER SETSLOT $s NODE "+t.p.targetID)
+		t.cleanupHint(&out, forEach, src)
 	case !t.m.Switched():
 		// Giving back is lossless (the source kept every key as of its
 		// release); claiming is not, unless the target reached the release
@@ -645,12 +659,21 @@ func (t *task) repair() []string {
 		out = append(out, "Then, unless the target owns them after all, remove the keys of the slots on the target, and:")
 		forEach(tgt, "CLUSTER SETSLOT $s STABLE")
 	default:
-		out = append(out, "The target owns the slots. The source keeps orphaned keys of them; remove them, paced:")
-		forEach(src, "CLUSTER SETSLOT $s IMPORTING "+t.p.targetID)
-		out = append(out, fmt.Sprintf("# then, per slot: redis-cli %s CLUSTER GETKEYSINSLOT <s> 1000, and ASKING + UNLINK of those keys, until none are left", src))
-		forEach(src, "CLUSTER SETSLOT $s STABLE")
+		out = append(out, "The target owns the slots.")
+		t.cleanupHint(&out, forEach, src)
 	}
 	return out
+}
+
+// cleanupHint tells how to remove the source's orphaned keys by hand, as
+// cutover.Cleanup does: the slots marked importing from the source itself,
+// never from the target, whom Valkey 8 would then let the source take the
+// slots back from (and the target would delete its keys of them).
+func (t *task) cleanupHint(out *[]string, forEach func(host, cmd string), src string) {
+	*out = append(*out, "The source keeps orphaned keys of them; remove them, paced:")
+	forEach(src, "CLUSTER SETSLOT $s IMPORTING "+t.p.sourceID)
+	*out = append(*out, fmt.Sprintf("# then, per slot: redis-cli %s CLUSTER GETKEYSINSLOT <s> 1000, and ASKING + UNLINK of those keys, until none are left", src))
+	forEach(src, "CLUSTER SETSLOT $s STABLE")
 }
 
 func hostPort(addr string) string {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/slotmover/slotmover/internal/info"
 	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/mover"
+	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/tests/harness"
 )
 
@@ -480,7 +482,9 @@ func TestServerWithBuiltInMigrationIsLeftToIt(t *testing.T) {
 
 // A move whose cleanup cannot run (here: the source has no UNLINK command)
 // has already switched: it exits 3, says what is left and how to finish,
-// and the target serves every key.
+// and the target serves every key. The orphans are cleaned by hand as
+// cutover.Cleanup does, importing from the source itself: importing from
+// the target would let Valkey 8 take the slots back to the source.
 func TestStuckMoveSaysHowToRepair(t *testing.T) {
 	c := harness.ClusterT(t, []string{"0-16383", ""}, localcluster.Options{Config: []string{`rename-command UNLINK ""`}})
 	ctx := testContext(t, 2*time.Minute)
@@ -496,7 +500,8 @@ func TestStuckMoveSaysHowToRepair(t *testing.T) {
 	// Never redis-cli --cluster fix: it counts the target's copies as a
 	// second owner's keys and may migrate them back over newer data.
 	if code != 3 || !strings.Contains(stdout, `"result":"stuck"`) || !strings.Contains(stderr, "to repair:") ||
-		!strings.Contains(stderr, "CLUSTER SETSLOT $s IMPORTING "+c.IDs[1]) || !strings.Contains(stderr, "seq 0 100") ||
+		!strings.Contains(stderr, "CLUSTER SETSLOT $s IMPORTING "+c.IDs[0]) || strings.Contains(stderr, "IMPORTING "+c.IDs[1]) ||
+		!strings.Contains(stderr, "--held-by "+c.IDs[1]+":") || !strings.Contains(stderr, "seq 0 100") ||
 		strings.Contains(stderr, "redis-cli --cluster fix") {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
 	}
@@ -575,7 +580,38 @@ func TestStuckMoveIsRepairedByThePrintedCommand(t *testing.T) {
 		t.Fatalf("the target's replica did not catch up: WAIT %d, %v", n, err)
 	}
 
+	// The target's clients empty one moved slot before the repair. Without
+	// the move's evidence (--held-by) fix cannot tell that from a target
+	// that lost its data: it keeps the copies and exits 3.
+	emptied := slots.ForString(keys[0])
+	var gone []string
+	for _, k := range keys {
+		if slots.ForString(k) == emptied {
+			gone = append(gone, k)
+		}
+	}
+	if err := target.Del(ctx, gone...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	keys = slices.DeleteFunc(keys, func(k string) bool { return slots.ForString(k) == emptied })
+	if before, err = localcluster.Capture(ctx, target, keys); err != nil {
+		t.Fatal(err)
+	}
 	repair := printedRepair(t, stderr)
+	if !slices.Contains(repair, "--held-by") {
+		t.Fatalf("the printed repair names no evidence: %q", repair)
+	}
+	bare := slices.Clone(repair)
+	bare = slices.Delete(bare, slices.Index(bare, "--held-by"), slices.Index(bare, "--held-by")+2)
+	code, stdout, stderr = runCLI(t, bare...)
+	if code != 3 || !strings.Contains(stdout, fmt.Sprintf("slot %d, whose owner", emptied)) {
+		t.Fatalf("fix without the move's evidence, a slot emptied on the target: exit %d, want 3 and a note\n%s%s", code, stdout, stderr)
+	}
+	src := c.Nodes[0].Client()
+	defer src.Close()
+	if n := src.ClusterCountKeysInSlot(ctx, int(emptied)).Val(); n == 0 {
+		t.Fatal("fix without evidence removed the copies of a slot the target holds none of")
+	}
 	code, stdout, stderr = runCLI(t, repair...)
 	t.Logf("slotmover %s: exit %d\n%s%s", strings.Join(repair, " "), code, stdout, stderr)
 	if code != 0 || !strings.Contains(stdout, "done: cleanup") {

@@ -319,7 +319,7 @@ func TestFixKeepsKeysWhenTheTargetDies(t *testing.T) {
 	if n := count(rc); n != copies {
 		t.Fatalf("fix removed %d of the promoted replica's %d keys of the slots", copies-n, copies)
 	}
-	if code != 0 || strings.Contains(stdout, "done:") || !strings.Contains(stdout, "note: "+c.Nodes[0].Addr+" holds") {
+	if code != 3 || strings.Contains(stdout, "done:") || !strings.Contains(stdout, "note: "+c.Nodes[0].Addr+" holds") {
 		t.Fatalf("fix: exit %d\n%s%s", code, stdout, stderr)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -19,10 +20,11 @@ import (
 // fixCmd mends what moves that stopped half-way (a crash, a kill -9, a lost
 // network) left in the cluster, from the cluster's own state, slot by slot,
 // never removing keys that no healthy owner holds too. What it cannot judge
-// safely it leaves alone and prints as a note. Exit codes: 0 nothing left
-// that fix can do, 1 a repair failed, 2 refused before anything changed
+// safely it leaves alone and prints as a note. Exit codes: 0 repaired (or
+// nothing to repair), 1 a repair failed, 2 refused before anything changed
 // (bad input, a move under way, or slots claimed or imported by two
-// masters: the message says which and what to check).
+// masters: the message says which and what to check), 3 something is left
+// to an operator (the notes say what).
 func fixCmd(args []string) int {
 	fs := flag.NewFlagSet("fix", flag.ContinueOnError)
 	var cf connFlags
@@ -34,6 +36,7 @@ func fixCmd(args []string) int {
 	batch := fs.Int("cleanup-batch", cutover.DefaultBatch, "keys removed per round trip")
 	sleep := fs.Duration("cleanup-sleep", time.Millisecond, "pause between removal batches")
 	replicaWait := fs.Duration("replica-wait", mover.DefaultReplicaWait, "before a cleanup, wait this long for the owner's replicas to hold the keys")
+	heldBy := fs.String("held-by", "", "with --slots, `NODEID:RUNID`: that node took the slots over holding every key while its run_id was RUNID (a stopped move's target_id and target_run_id); while it still is, a slot of them it holds no key of was emptied, and copies elsewhere go")
 	if err := fs.Parse(args); err != nil {
 		return exitRefused
 	}
@@ -48,6 +51,18 @@ func fixCmd(args []string) int {
 	if err == nil && *spec != "" {
 		only, err = slots.Parse(*spec)
 	}
+	var held []fix.Held
+	if err == nil && *heldBy != "" {
+		id, run, ok := strings.Cut(*heldBy, ":")
+		switch {
+		case !ok || id == "" || run == "":
+			err = fmt.Errorf("--held-by %q: want NODEID:RUNID", *heldBy)
+		case only == nil:
+			err = errors.New("--held-by needs --slots: the slots that node took over")
+		default:
+			held = []fix.Held{{Owner: id, RunID: run, Slots: only}}
+		}
+	}
 	log, lerr := cf.logger()
 	if err = errors.Join(err, lerr); err != nil {
 		fmt.Fprintf(os.Stderr, "slotmover fix: %v\n", err)
@@ -56,7 +71,7 @@ func fixCmd(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	repairs, notes, err := fix.Run(ctx, fix.Options{
-		Seed: seed, Slots: only, DryRun: *dryRun, Force: *force, Cleanup: cutover.Pace{Batch: *batch, Sleep: *sleep}, ReplicaWait: *replicaWait, Logger: log,
+		Seed: seed, Slots: only, DryRun: *dryRun, Force: *force, Cleanup: cutover.Pace{Batch: *batch, Sleep: *sleep}, ReplicaWait: *replicaWait, Held: held, Logger: log,
 	})
 	var refused *mover.InputError
 	verb := "done"
@@ -79,9 +94,10 @@ func fixCmd(args []string) int {
 	case err != nil:
 		fmt.Fprintf(os.Stderr, "slotmover fix: %v\n", err)
 		return exitFailed
-	case len(repairs) == 0 && len(notes) > 0:
-		fmt.Println("nothing repaired: what the notes name is left to an operator")
-	case len(repairs) == 0:
+	case len(notes) > 0 && !*dryRun:
+		fmt.Println("not everything repaired: what the notes name is left to an operator")
+		return exitStuck
+	case len(repairs) == 0 && len(notes) == 0:
 		fmt.Println("nothing to repair")
 	}
 	return exitMoved
