@@ -49,6 +49,7 @@ type Config struct {
 
 	SpoolDir    string        // where spools spill; "" for the system temp dir
 	SpoolMemory int           // bytes each spool keeps in memory; 0 for 64 MiB
+	MaxSpool    int64         // bytes the spools hold at once, memory and files, RDB and stream; 0 for no bound; past it the link fails with ErrSpoolFull
 	Timeout     time.Duration // silence that counts as a dead link; 0 for 60 s (the master's repl-timeout)
 	Logger      *slog.Logger  // nil for slog.Default()
 }
@@ -90,6 +91,7 @@ type Link struct {
 	conn     net.Conn
 	rdb      *spool
 	cmds     *spool
+	spools   *spoolCap
 	rdbBytes atomic.Int64
 	diskless atomic.Bool
 	rdbDone  chan struct{}
@@ -109,11 +111,13 @@ type Link struct {
 // +FULLRESYNC; the RDB and the command stream then arrive in the background.
 func Open(ctx context.Context, cfg Config) (*Link, error) {
 	cfg.defaults()
+	spools := newSpoolCap(cfg.MaxSpool)
 	l := &Link{
 		cfg:     cfg,
 		log:     cfg.Logger.With("source", cfg.Addr),
-		rdb:     newSpool(cfg.SpoolDir, cfg.SpoolMemory),
-		cmds:    newSpool(cfg.SpoolDir, cfg.SpoolMemory),
+		rdb:     newSpool(cfg.SpoolDir, cfg.SpoolMemory, spools),
+		cmds:    newSpool(cfg.SpoolDir, cfg.SpoolMemory, spools),
+		spools:  spools,
 		rdbDone: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
@@ -399,8 +403,15 @@ func (l *Link) fail(err error) {
 		if !errors.Is(err, ErrClosed) {
 			l.log.Error("replica link failed", "replid", l.ReplID, "error", err)
 		}
-		l.rdb.closeWithError(err)
-		l.cmds.closeWithError(err)
+		if errors.Is(err, ErrSpoolFull) {
+			// The reader learns at once, not after draining up to the cap
+			// at the pace that filled it; the disk is freed now.
+			l.rdb.fail(err)
+			l.cmds.fail(err)
+		} else {
+			l.rdb.closeWithError(err)
+			l.cmds.closeWithError(err)
+		}
 		if l.conn != nil {
 			l.conn.Close()
 		}
@@ -422,19 +433,25 @@ type Stats struct {
 	ConsumedBytes int64 // command-stream bytes handed to the consumer
 	Spilled       int64 // bytes that went through the spool files
 	Buffered      int64 // bytes received but not yet read, both spools
+	SpoolBytes    int64 // what the spools hold now, in memory and files (what MaxSpool bounds)
+	SpoolFiles    int64 // of which in files
+	SpoolPeak     int64 // the most SpoolBytes has been
 }
 
 func (l *Link) Stats() Stats {
 	_, rdbSpilled := l.rdb.stats()
 	written, cmdSpilled := l.cmds.stats()
-	return Stats{
+	st := Stats{
 		RDBBytes:      l.rdbBytes.Load(),
 		Diskless:      l.diskless.Load(),
 		StreamBytes:   written,
 		ConsumedBytes: l.consumed.Load(),
 		Spilled:       rdbSpilled + cmdSpilled,
 		Buffered:      l.rdb.buffered() + l.cmds.buffered(),
+		SpoolFiles:    l.rdb.fileBytes() + l.cmds.fileBytes(),
 	}
+	st.SpoolBytes, st.SpoolPeak = l.spools.bytes()
+	return st
 }
 
 // Close ends the link, waits for its goroutines and frees the spools.
