@@ -58,7 +58,12 @@ type Options struct {
 	// SnapshotRDB or SnapshotKeys.
 	Snapshot string
 
-	SpoolDir         string
+	SpoolDir string
+	// MaxSpool bounds what the replica link holds of the source's data,
+	// unread by the target, in memory and spool files: a target that
+	// trails by more fails (and rolls back) the move instead of filling
+	// the disk. 0 for DefaultMaxSpool; negative for no bound.
+	MaxSpool         int64
 	KeepSourceConfig bool // leave the source's repl-diskless-sync-delay and rdbcompression alone during the sync
 
 	Logger *slog.Logger
@@ -96,6 +101,10 @@ const (
 	DefaultWindow         = 1000
 	DefaultBigKeyElements = 8192
 	DefaultChunk          = 1000
+	// DefaultMaxSpool, 4 GiB, holds the whole RDB of a 4 GB source read
+	// slower than the network brings it, or minutes of a busy stream
+	// behind a stalled target, without filling a modest disk.
+	DefaultMaxSpool = 4 << 30
 )
 
 func (o *Options) defaults() {
@@ -138,6 +147,9 @@ func (o *Options) defaults() {
 	if o.Chunk <= 0 {
 		o.Chunk = DefaultChunk
 	}
+	if o.MaxSpool == 0 {
+		o.MaxSpool = DefaultMaxSpool
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -155,6 +167,7 @@ type Progress struct {
 	BigKeys       int64
 	DeltaCommands int64
 	RDBBytes      int64 // snapshot bytes received from the source
+	SpoolBytes    int64 // what the replica link holds unread, in memory and spool files (bounded by MaxSpool)
 	Lag           int64 // source offset minus the offset acknowledged by the target; -1 before catch-up
 	Elapsed       time.Duration
 }
@@ -182,6 +195,7 @@ type Summary struct {
 	Snapshot        string   `json:"snapshot"`        // the path the snapshot took: rdb or keys
 	SnapshotReason  string   `json:"snapshot_reason"` // why
 	RDBBytes        int64    `json:"rdb_bytes"`
+	SpoolPeakBytes  int64    `json:"spool_peak_bytes"` // the most the replica link held unread, in memory and spool files
 	SnapshotMS      int64    `json:"snapshot_ms"`
 	CatchupMS       int64    `json:"catchup_ms"`
 	PauseMS         float64  `json:"pause_ms"`

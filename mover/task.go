@@ -376,7 +376,7 @@ func (t *task) startCopy(ctx context.Context) error {
 // auto takes the RDB path instead.
 func (t *task) openLink(ctx context.Context) (*stream.Link, error) {
 	cfg := stream.Config{
-		Conn: t.opts.Source, SpoolDir: t.opts.SpoolDir, KeepSourceConfig: t.opts.KeepSourceConfig, Logger: t.log,
+		Conn: t.opts.Source, SpoolDir: t.opts.SpoolDir, MaxSpool: max(t.opts.MaxSpool, 0), KeepSourceConfig: t.opts.KeepSourceConfig, Logger: t.log,
 	}
 	if t.snap.path == SnapshotKeys {
 		repl, err := info.Read(ctx, t.p.source, "replication")
@@ -410,7 +410,8 @@ func (t *task) stopCopy() {
 	c.wg.Wait()
 	c.lagTick.Stop()
 	c.progressTick.Stop()
-	t.sum.RDBBytes = c.link.Stats().RDBBytes
+	st := c.link.Stats()
+	t.sum.RDBBytes, t.sum.SpoolPeakBytes = st.RDBBytes, st.SpoolPeak
 }
 
 // snapshot copies the keys of the RDB; the stream is spooled meanwhile.
@@ -594,7 +595,8 @@ func (t *task) report() {
 	}
 	t.mu.Lock()
 	if t.link != nil {
-		p.RDBBytes = t.link.Stats().RDBBytes
+		st := t.link.Stats()
+		p.RDBBytes, p.SpoolBytes = st.RDBBytes, st.SpoolBytes
 	}
 	t.mu.Unlock()
 	t.opts.Progress(p)
@@ -615,7 +617,7 @@ func (t *task) finish() Summary {
 	if s.Result == ResultStuck {
 		s.Repair = t.repair()
 	}
-	t.log.Info("move finished", "result", s.Result, "keys", s.KeysCopied, "pause_ms", s.PauseMS, "total_ms", s.TotalMS, "error", s.Error)
+	t.log.Info("move finished", "result", s.Result, "keys", s.KeysCopied, "pause_ms", s.PauseMS, "total_ms", s.TotalMS, "spool_peak_bytes", s.SpoolPeakBytes, "error", s.Error)
 	return *s
 }
 
