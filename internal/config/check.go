@@ -62,6 +62,11 @@ func (c *Serve) check() error {
 	if s := mv.Snapshot; s != mover.SnapshotAuto && s != mover.SnapshotRDB && s != mover.SnapshotKeys {
 		v.fail("move.snapshot", "want auto, rdb or keys, not %q", s)
 	}
+	if d := c.State.Dir; d != "" {
+		if st, err := os.Stat(d); err == nil && !st.IsDir() {
+			v.fail("state.dir", "%s is not a directory", d)
+		}
+	}
 	if mv.SpoolDir != "" {
 		if st, err := os.Stat(mv.SpoolDir); err != nil {
 			v.fail("move.spool_dir", "%v", err)

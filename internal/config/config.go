@@ -33,6 +33,7 @@ type Serve struct {
 	Admin   Admin   `yaml:"admin"`
 	Metrics Metrics `yaml:"metrics"`
 	Tasks   Tasks   `yaml:"tasks"`
+	State   State   `yaml:"state"`
 	Move    Move    `yaml:"move"`
 	Log     Log     `yaml:"log"`
 
@@ -116,6 +117,15 @@ type Metrics struct {
 // Tasks bounds the work the sidecar takes on.
 type Tasks struct {
 	Max int `yaml:"max"` // tasks running at once
+}
+
+// State is where the sidecar keeps its task records and its lock on the
+// node, so that a restart repairs an interrupted task without NATS.
+type State struct {
+	// Dir is the state directory; "" for systemd's $STATE_DIRECTORY,
+	// else $XDG_STATE_HOME/slotmover, else ~/.local/state/slotmover (see
+	// DirOrDefault).
+	Dir string `yaml:"dir"`
 }
 
 // Move holds the tunables of every move the sidecar runs, with the names

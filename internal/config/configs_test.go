@@ -87,7 +87,7 @@ func TestExampleConfigs(t *testing.T) {
 					fixture = p.cert
 				case strings.HasSuffix(k.path, ".tls.key"):
 					fixture = p.key
-				case k.path == "move.spool_dir":
+				case k.path == "move.spool_dir", k.path == "state.dir":
 					fixture = t.TempDir()
 				default: // a password, token, nkey seed or creds file
 					fixture = writeFile(t, dir, strings.ReplaceAll(k.path, ".", "-"), "secret\n")

@@ -12,7 +12,7 @@ func TestFileErrors(t *testing.T) {
 	dir := t.TempDir()
 	cases := []struct{ name, text, want string }{
 		{"top", "node:\n  address: h:1\nnode_address: h:1\n",
-			":3: unknown key node_address (the file takes: node, nats, admin, metrics, tasks, move, log)"},
+			":3: unknown key node_address (the file takes: node, nats, admin, metrics, tasks, state, move, log)"},
 		{"nested", "node:\n  address: h:1\n  adress: h:2\n",
 			":3: unknown key node.adress (node takes: address, user, password, password_file, tls)"},
 		{"tls", "node:\n  address: h:1\n  tls:\n    enable: true\n",

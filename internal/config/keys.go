@@ -69,6 +69,8 @@ var keys = []*key{
 
 	{path: "tasks.max", flag: "max-tasks", usage: "`tasks` running at once"},
 
+	{path: "state.dir", flag: "state-dir", file: true, usage: "`directory` of the task records and the node's lock, for repairs without NATS (default $STATE_DIRECTORY, else $XDG_STATE_HOME/slotmover, else ~/.local/state/slotmover)"},
+
 	{path: "move.max_lag", flag: "max-lag", usage: "start a cutover when the target trails the source by fewer `bytes` of stream"},
 	{path: "move.pause_budget", flag: "pause-budget", usage: "CLIENT PAUSE timeout on the source: the longest writers can be held"},
 	{path: "move.fence_timeout", flag: "fence-timeout", usage: "give up a cutover attempt (and unpause) if the target has not caught up by then"},
