@@ -150,12 +150,12 @@ func (s *Server) Publish(t sidecar.Task) {
 		s.lost.Add(1)
 		s.log.Warn("task event not published", "task", t.ID, "seq", ev.Seq, "error", err, "lost", s.lost.Load())
 	}
-	s.keep(t)
+	s.Keep(t)
 }
 
-// keep writes the record to the bucket. Records are the restart's memory:
-// a failed put is counted and logged like a lost event.
-func (s *Server) keep(t sidecar.Task) {
+// Keep writes the record to the bucket, with no event. Records are the
+// restart's memory: a failed put is counted and logged like a lost event.
+func (s *Server) Keep(t sidecar.Task) {
 	if s.kv == nil {
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -83,17 +84,37 @@ func serve(ctx context.Context, c *config.Serve, log *slog.Logger, ready func(ad
 	}
 
 	// Listen before anything starts: a port in use refuses the start.
+	// Closing a listener twice is harmless: the servers close them too.
 	adminLn, err := net.Listen("tcp", c.Admin.Listen)
 	if err != nil {
 		return fmt.Errorf("admin port: %w", err)
 	}
+	defer adminLn.Close()
 	var metricsLn net.Listener
 	if c.Metrics.Listen != "" {
 		if metricsLn, err = net.Listen("tcp", c.Metrics.Listen); err != nil {
-			adminLn.Close()
 			return fmt.Errorf("metrics port: %w", err)
 		}
+		defer metricsLn.Close()
 	}
+
+	// The state directory's lock and records come first: they refuse a
+	// second sidecar sharing it, and repair what the last run left even
+	// without NATS.
+	stateDir, err := c.State.DirOrDefault(os.Getenv)
+	if err == nil {
+		stateDir, err = filepath.Abs(stateDir)
+	}
+	if err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	me := natsapi.Holder{Host: host, PID: os.Getpid(), Admin: adminLn.Addr().String(), StateDir: stateDir, Since: time.Now()}
+	journal, err := sidecar.OpenJournal(stateDir, top.Myself.ID, me.String())
+	if err != nil {
+		return err
+	}
+	defer journal.Close()
 
 	var bus atomic.Pointer[natsapi.Server]
 	var m *sidecar.Local
@@ -106,6 +127,9 @@ func serve(ctx context.Context, c *config.Serve, log *slog.Logger, ready func(ad
 	m = sidecar.New(sidecar.Config{
 		Node: node, MaxTasks: c.Tasks.Max, Move: c.Move.Options(mover.Options{}), Logger: log,
 		OnChange: func(t sidecar.Task) {
+			if err := journal.Keep(t); err != nil {
+				log.Error("task record not saved in the state directory", "task", t.ID, "error", err)
+			}
 			if b := bus.Load(); b != nil {
 				b.Publish(t)
 			}
@@ -113,42 +137,75 @@ func serve(ctx context.Context, c *config.Serve, log *slog.Logger, ready func(ad
 		},
 	})
 
+	var wg sync.WaitGroup
+	recs := journal.Records()
 	var nc *nats.Conn
+	var link atomic.Pointer[natsLink]
+	attachTo := func(ctx context.Context) (*natsLink, error) {
+		return attachNATS(ctx, nc, natsapi.Config{Prefix: c.NATS.SubjectPrefix, NodeID: top.Myself.ID, Alias: c.NATS.Alias, Addr: node.Addr, Logger: log}, me)
+	}
 	if len(c.NATS.Servers) > 0 {
-		if nc, err = connectNATS(c.NATS, "slotmover sidecar", log); err != nil {
-			adminLn.Close()
-			if metricsLn != nil {
-				metricsLn.Close()
-			}
-			return fmt.Errorf("%w (start without --nats to serve the admin port alone)", err)
+		nc, err = connectNATS(c.NATS, "slotmover sidecar", log)
+		if unreachable(err) {
+			log.Warn("NATS unreachable: repairing from the state directory alone and serving the admin port; NATS is taken up once it answers",
+				"nats", natsServers(c.NATS.Servers), "error", err)
+			nc, err = connectNATS(c.NATS, "slotmover sidecar", log, nats.RetryOnFailedConnect(true))
 		}
-		defer nc.Drain()
-		b := natsapi.New(ctx, nc, natsapi.Config{Prefix: c.NATS.SubjectPrefix, NodeID: top.Myself.ID, Alias: c.NATS.Alias, Addr: node.Addr, Logger: log})
-		defer b.Close()
-		bus.Store(b)
-		// Tasks an earlier run left unfinished are repaired before any
-		// request is taken: a new import's connections would make fix
-		// refuse.
-		recs, err := b.Records(ctx)
 		if err != nil {
-			log.Warn("task records not read; interrupted tasks are not repaired (run slotmover fix)", "error", err)
+			return err
 		}
-		// A record from the bucket drives fix: only this node's sound
-		// ones are acted on.
-		for _, rec := range m.Recover(ctx, sidecar.Usable(recs, top.Myself.ID, log)) {
-			b.Publish(rec)
-			mets.Observe(rec)
-		}
-		if err := b.Serve(m); err != nil {
-			adminLn.Close()
-			if metricsLn != nil {
-				metricsLn.Close()
+		defer func() {
+			if nc.Drain() != nil {
+				nc.Close()
 			}
+		}()
+		// Before the drain (defers run last first): unsubscribe, release.
+		defer func() {
+			if a := link.Load(); a != nil {
+				a.close()
+			}
+		}()
+		if nc.IsConnected() {
+			a, err := attachTo(ctx)
+			if err != nil {
+				return err
+			}
+			link.Store(a)
+			bus.Store(a.bus)
+			// The bucket's records of tasks the state directory lacks
+			// (it is new, or was lost): the local ones are as fresh.
+			fromBucket, err := a.bus.Records(ctx)
+			if err != nil {
+				log.Warn("task records not read from NATS; those the state directory lacks are not repaired (run slotmover fix)", "error", err)
+			}
+			recs = merge(recs, fromBucket)
+		}
+	}
+	// Tasks an earlier run left unfinished are repaired before any request
+	// is taken: a new import's connections would make fix refuse. A record
+	// drives fix: only this node's sound ones are acted on.
+	for _, rec := range m.Recover(ctx, sidecar.Usable(recs, top.Myself.ID, log)) {
+		if err := journal.Keep(rec); err != nil {
+			log.Error("task record not saved in the state directory", "task", rec.ID, "error", err)
+		}
+		if b := bus.Load(); b != nil {
+			b.Publish(rec)
+		}
+		mets.Observe(rec)
+	}
+	if a := link.Load(); a != nil {
+		if err := a.bus.Serve(m); err != nil {
 			return err
 		}
 	}
+	if nc != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			keepNATS(ctx, nc, &link, &bus, attachTo, m, journal, log)
+		}()
+	}
 
-	var wg sync.WaitGroup
 	var metricsSrv *http.Server
 	if metricsLn != nil {
 		metricsSrv = &http.Server{Handler: mets.Handler(func(ctx context.Context) error { return client.Ping(ctx).Err() }), ReadHeaderTimeout: 10 * time.Second}
@@ -196,10 +253,106 @@ func serve(ctx context.Context, c *config.Serve, log *slog.Logger, ready func(ad
 	return nil
 }
 
-// connectNATS connects with the configured credentials and TLS. The client
-// reconnects by itself for ever once connected; unreachable at the start
-// is an error (the sidecar does not start: nothing was changed).
-func connectNATS(n config.NATS, name string, log *slog.Logger) (*nats.Conn, error) {
+// natsLink is the sidecar on NATS: its claim on the node (nil without
+// JetStream) and its server.
+type natsLink struct {
+	claim *natsapi.Claim
+	bus   *natsapi.Server
+}
+
+func (l *natsLink) close() {
+	l.bus.Close()
+	if l.claim != nil {
+		l.claim.Release()
+	}
+}
+
+// attachNATS claims the node on nc (natsapi.ErrClaimed if another live
+// sidecar serves it) and opens the task bucket; nothing is served yet.
+func attachNATS(ctx context.Context, nc *nats.Conn, cfg natsapi.Config, me natsapi.Holder) (*natsLink, error) {
+	claim, err := natsapi.ClaimNode(ctx, nc, natsapi.ClaimConfig{NodeID: cfg.NodeID, Holder: me, Logger: cfg.Logger})
+	if errors.Is(err, natsapi.ErrNoClaimStore) {
+		cfg.Logger.Warn("a second sidecar for this node is noticed only if it shares the state directory", "error", err)
+	} else if err != nil {
+		return nil, err
+	}
+	return &natsLink{claim: claim, bus: natsapi.New(ctx, nc, cfg)}, nil
+}
+
+// keepNATS takes NATS up once it answers, if the sidecar started without
+// it, and stops answering on NATS if another sidecar takes the node over
+// (a claim that lapsed during an outage), until ctx ends.
+func keepNATS(ctx context.Context, nc *nats.Conn, link *atomic.Pointer[natsLink], bus *atomic.Pointer[natsapi.Server],
+	attach func(context.Context) (*natsLink, error), m *sidecar.Local, journal *sidecar.Journal, log *slog.Logger) {
+	a := link.Load()
+	if a == nil {
+		for !nc.IsConnected() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+		var err error
+		if a, err = attach(ctx); err != nil {
+			log.Error("NATS not taken up: the sidecar serves its admin port alone", "error", err)
+			return
+		}
+		// The bucket learns how the tasks of the outage ended: no later
+		// change of theirs will put them. Their events are not replayed.
+		for _, t := range journal.Records() {
+			if t.Over() {
+				a.bus.Keep(t)
+			}
+		}
+		if err := a.bus.Serve(m); err != nil {
+			a.close()
+			log.Error("NATS not taken up: the sidecar serves its admin port alone", "error", err)
+			return
+		}
+		link.Store(a)
+		bus.Store(a.bus)
+		log.Info("NATS taken up", "nats", config.RedactURL(nc.ConnectedUrl()))
+	}
+	if a.claim == nil {
+		return
+	}
+	select {
+	case <-ctx.Done():
+	case <-a.claim.Lost():
+		bus.Store(nil)
+		a.bus.Close()
+		log.Error("another sidecar serves this node now: this one no longer answers on NATS (stop one of them)")
+	}
+}
+
+// merge adds to local the records of other whose task it lacks.
+func merge(local, other []sidecar.Task) []sidecar.Task {
+	known := map[string]bool{}
+	for _, t := range local {
+		known[t.ID] = true
+	}
+	for _, t := range other {
+		if !known[t.ID] {
+			local = append(local, t)
+		}
+	}
+	return local
+}
+
+// unreachable says whether connectNATS's error means that no NATS server
+// answered, as opposed to one refusing the sidecar (credentials, TLS),
+// which is a mistake to report.
+func unreachable(err error) bool {
+	var ne net.Error
+	return errors.Is(err, nats.ErrNoServers) || errors.As(err, &ne)
+}
+
+// connectNATS connects with the configured credentials and TLS, and extra
+// options. The client reconnects by itself for ever once connected;
+// unreachable at the start is an error, unless extra has
+// nats.RetryOnFailedConnect.
+func connectNATS(n config.NATS, name string, log *slog.Logger, extra ...nats.Option) (*nats.Conn, error) {
 	opts := []nats.Option{
 		nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected; reconnecting", "error", err) }),
@@ -226,7 +379,7 @@ func connectNATS(n config.NATS, name string, log *slog.Logger) (*nats.Conn, erro
 	if tlsConf != nil {
 		opts = append(opts, nats.Secure(tlsConf))
 	}
-	nc, err := nats.Connect(strings.Join(n.Servers, ","), opts...)
+	nc, err := nats.Connect(strings.Join(n.Servers, ","), append(opts, extra...)...)
 	if err != nil {
 		// A URL nats.go could not parse is quoted whole in its error.
 		var uerr *url.Error

@@ -142,7 +142,7 @@ func TestServeHidesNATSCredentialsAndServesAdminTLS(t *testing.T) {
 			store := t.TempDir()
 			ns := natsServer(t, 0, store, tc.auth)
 			port := ns.Addr().(*net.TCPAddr).Port
-			c, err := config.Load([]string{"--node", cl.Nodes[0].Addr, "--admin", "127.0.0.1:0", "--metrics", "",
+			c, err := config.Load([]string{"--node", cl.Nodes[0].Addr, "--admin", "127.0.0.1:0", "--metrics", "", "--state-dir", t.TempDir(),
 				"--nats", tc.url(port), "--admin-tls-cert", cert, "--admin-tls-key", key, "--log-level", "debug"}, nil)
 			if err != nil {
 				t.Fatal(err)
