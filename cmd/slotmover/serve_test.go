@@ -9,7 +9,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/big"
@@ -22,11 +24,16 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/slotmover/slotmover/internal/config"
 	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/natsapi"
+	"github.com/slotmover/slotmover/sidecar"
+	"github.com/slotmover/slotmover/slots"
 )
 
 // syncBuffer is a log destination safe for serve's goroutines.
@@ -238,6 +245,230 @@ func TestServeRefusesAnOpenAdminPortWithoutPassword(t *testing.T) {
 	for _, listen := range []string{"0.0.0.0:0", ":0", "[::]:0"} {
 		if code := serveCmd([]string{"--node", "127.0.0.1:1", "--admin", listen, "--metrics", ""}); code != exitRefused {
 			t.Errorf("--admin %s without a password: exit %d, want %d", listen, code, exitRefused)
+		}
+	}
+}
+
+// startServe runs serve in-process with args until the test ends, and
+// returns its admin port's address and its log.
+func startServe(t *testing.T, args ...string) (string, *syncBuffer) {
+	t.Helper()
+	c, err := config.Load(args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logBuf := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ctx, stop := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, c, log, func(admin, _ string) { ready <- admin }) }()
+	t.Cleanup(func() {
+		stop()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		case <-time.After(time.Minute):
+			t.Errorf("serve did not return")
+		}
+		if t.Failed() {
+			t.Logf("serve's log:\n%s", logBuf)
+		}
+	})
+	select {
+	case admin := <-ready:
+		return admin, logBuf
+	case err := <-done:
+		t.Fatalf("serve: %v\n%s", err, logBuf)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve not ready:\n%s", logBuf)
+	}
+	return "", nil
+}
+
+// configs/nats-accounts.conf gives each client what it needs and no more:
+// the sidecar, as its user, answers, keeps its records and claims its
+// node; the observer sees status and events, but its import is refused
+// with nothing started; the operator's import moves the slots.
+func TestNATSAccountsConfig(t *testing.T) {
+	ctx := context.Background()
+	passwords := map[string]string{"sidecar": "side-pw", "operator": "op-pw", "observer": "obs-pw"}
+	for user, pw := range passwords {
+		t.Setenv("SLOTMOVER_"+strings.ToUpper(user)+"_NATS_PASSWORD", pw)
+	}
+	opts, err := server.ProcessConfigFile("../../configs/nats-accounts.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Port, opts.StoreDir, opts.NoLog, opts.NoSigs = -1, t.TempDir(), true, true
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS server not ready")
+	}
+	connect := func(user string) *nats.Conn {
+		nc, err := nats.Connect(ns.ClientURL(), nats.UserInfo(user, passwords[user]))
+		if err != nil {
+			t.Fatalf("connect as %s: %v", user, err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+
+	dir := t.TempDir()
+	cl, err := localcluster.StartCluster(ctx, dir, []string{"0-16383", ""}, localcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Stop)
+	target, targetID := cl.Nodes[1].Client(), cl.IDs[1]
+	defer target.Close()
+	src := cl.Nodes[0].Client()
+	defer src.Close()
+	set, _ := slots.Parse("0-99")
+	for i := range 500 {
+		if err := src.Set(ctx, fmt.Sprintf("{%s}:%d", tagOf(set, i), i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admin, logBuf := startServe(t, "--node", cl.Nodes[1].Addr, "--admin", "127.0.0.1:0", "--metrics", "", "--state-dir", t.TempDir(),
+		"--nats", ns.ClientURL(), "--nats-user", "sidecar", "--nats-password", passwords["sidecar"])
+
+	observer, operator := connect("observer"), connect("operator")
+	events := make(chan *nats.Msg, 1000)
+	if _, err := observer.ChanSubscribe("slotmover.events.>", events); err != nil {
+		t.Fatal(err)
+	}
+	if err := observer.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The observer, and the sidecars' user: their imports are refused by
+	// the server, and nothing starts.
+	for _, user := range []string{"observer", "sidecar"} {
+		nc := observer
+		if user == "sidecar" {
+			nc = connect(user)
+		}
+		violation := make(chan error, 1)
+		nc.SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			select {
+			case violation <- err:
+			default:
+			}
+		})
+		octx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := (&natsapi.Client{NC: nc}).Import(octx, targetID, natsapi.ImportRequest{Slots: "0-99"})
+		cancel()
+		if err == nil {
+			t.Fatalf("the %s's import was answered", user)
+		}
+		select {
+		case v := <-violation:
+			if !errors.Is(v, nats.ErrPermissionViolation) || !strings.Contains(v.Error(), targetID+".import") {
+				t.Fatalf("the server's refusal of the %s's import: %v", user, v)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the server did not refuse the %s's import (the request ended with %v)", user, err)
+		}
+	}
+	obs := &natsapi.Client{NC: observer}
+	if tasks, err := obs.Status(ctx, targetID, ""); err != nil || len(tasks) != 0 {
+		t.Fatalf("the observer's status: %v %+v", err, tasks)
+	}
+	adm := adminClient(admin, nil)
+	defer adm.Close()
+	if all, err := adm.Do(ctx, "CLUSTER", "MIGRATION", "STATUS", "ALL").Slice(); err != nil || len(all) != 0 {
+		t.Fatalf("tasks after the observer's import: %v %v", all, err)
+	}
+	if nodes := target.ClusterNodes(ctx).Val(); strings.Contains(nodes, "-<-") {
+		t.Fatalf("the observer's import marked slots importing:\n%s", nodes)
+	}
+
+	// The operator: the import runs to the end.
+	op := &natsapi.Client{NC: operator}
+	tasks, err := op.Import(ctx, targetID, natsapi.ImportRequest{Slots: "0-99"})
+	if err != nil || len(tasks) != 1 {
+		t.Fatalf("the operator's import: %v %+v", err, tasks)
+	}
+	id := tasks[0].ID
+	deadline := time.Now().Add(time.Minute)
+	for {
+		got, err := op.Status(ctx, targetID, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[0].Over() {
+			if got[0].State != sidecar.StateCompleted {
+				t.Fatalf("task ended %s: %s", got[0].State, got[0].LastError)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the import still runs after a minute")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := cl.WaitOwner(ctx, set, targetID, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// The observer saw the task's events to the final one.
+	final := false
+	for !final {
+		select {
+		case msg := <-events:
+			var ev natsapi.Event
+			if err := json.Unmarshal(msg.Data, &ev); err != nil || ev.Task.ID != id {
+				t.Fatalf("event %s: %v", msg.Data, err)
+			}
+			final = ev.Final
+		case <-time.After(5 * time.Second):
+			t.Fatal("the observer saw no final event")
+		}
+	}
+	// The sidecar kept its record and its claim in the buckets.
+	js, err := jetstream.New(connect("sidecar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec sidecar.Task
+	var holder natsapi.Holder
+	for bucket, got := range map[string]struct {
+		key string
+		v   any
+	}{natsapi.Bucket: {targetID + "." + id, &rec}, natsapi.ClaimBucket: {targetID, &holder}} {
+		kv, err := js.KeyValue(ctx, bucket)
+		if err != nil {
+			t.Fatalf("bucket %s: %v", bucket, err)
+		}
+		e, err := kv.Get(ctx, got.key)
+		if err != nil {
+			t.Fatalf("bucket %s, key %s: %v", bucket, got.key, err)
+		}
+		if err := json.Unmarshal(e.Value(), got.v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rec.State != sidecar.StateCompleted || holder.PID != os.Getpid() || holder.Admin != admin {
+		t.Fatalf("the bucket's record %+v; the node's claim %+v", rec, holder)
+	}
+	if out := logBuf.String(); strings.Contains(out, "ermission") || strings.Contains(out, "not kept") {
+		t.Fatalf("the sidecar was refused something:\n%s", out)
+	}
+}
+
+// tagOf is a hash tag whose slot is in set.
+func tagOf(set *slots.Set, n int) string {
+	for i := 0; ; i++ {
+		tag := fmt.Sprintf("t%d-%d", n, i)
+		if set.Contains(slots.ForString(tag)) {
+			return tag
 		}
 	}
 }
