@@ -32,6 +32,11 @@ type Nodes struct {
 // Plan is one cutover's budget.
 type Plan struct {
 	Slots *slots.Set
+	// BeforeClaim, if set, runs on the target's side right before the
+	// claim, the slots released: the last moment a key written there with
+	// ASKING is not yet seen by clients (the mover's lock, see
+	// mover.markOneByOne).
+	BeforeClaim func(context.Context)
 	// PauseBudget is the CLIENT PAUSE timeout: the longest the source's
 	// writers can be held, even if this process dies mid-cutover.
 	PauseBudget time.Duration
@@ -85,7 +90,8 @@ type Result struct {
 	Released bool          // the source gave the slots away and kept them so: there is no way back
 
 	// Where the pause went. CatchUp is the wait for ReleaseOffset, after
-	// the release (0 when the pause held).
+	// the release (0 when the pause held); Claim, the claim's part in the
+	// pause (with Plan.SetSlotBlocks, its last SETSLOT comes after).
 	FenceWait, Release, CatchUp, Claim time.Duration
 
 	// NotTold says which masters could not be told the new owner after
@@ -122,6 +128,9 @@ func (r Result) Rest() time.Duration {
 //     source acknowledged in them. If it is not reached in time, the source
 //     takes the slots back (ADDSLOTS) and is unpaused: ErrFenceMissed.
 //  5. Target: EXEC of its claim (see claimCommands), which bumps its epoch.
+//     With Plan.SetSlotBlocks, the transaction claims all slots but the
+//     last, the source is unpaused, and then the last slot's SETSLOT,
+//     which bumps the epoch and waits for the target's replicas.
 //  6. CLIENT UNPAUSE.
 //  7. Every other master, all at once: CLUSTER SETSLOT <s> NODE <target>
 //     (and the source too, when SETSLOT was left out of its release).
@@ -305,20 +314,35 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 		}
 	}
 
+	if p.BeforeClaim != nil {
+		p.BeforeClaim(sctx)
+	}
 	claimStart := time.Now()
-	// With SetSlotBlocks, the SETSLOT comes after the transaction: sent
-	// first, it made Valkey 8 lose keys of slots that did not move (a
-	// same-source soak lost 76 keys in 3 minutes; the other order none).
 	_, claimErr := execTx(sctx, claimTx)
+	var uerr error
+	unpaused := false
 	if claimErr == nil && p.SetSlotBlocks {
+		// The last slot's SETSLOT (its epoch bump) waits for the target's
+		// replicas, up to 2 s with one that is slow, so writers of every
+		// other slot of the source resume first. Nothing waits on the
+		// pause any more: the source released the slots (it refuses their
+		// writes, CLUSTERDOWN, until it hears of the owner) and the target
+		// owns all but that one, whose writers it sends to the source
+		// until the SETSLOT. The SETSLOT comes after the transaction: sent
+		// first, it made Valkey 8 lose keys of slots that did not move (a
+		// same-source soak lost 76 keys in 3 minutes; the other order none).
+		res.Claim = time.Since(claimStart) // the part in the pause
+		uerr, unpaused = unpause(), true
 		all := p.Slots.Slots()
 		claimErr = n.Target.Do(sctx, "CLUSTER", "SETSLOT", all[len(all)-1], "NODE", n.TargetID).Err()
 	}
 	if claimErr != nil {
 		claimErr = Claim(sctx, n.Target, n.TargetID, p.Slots, p.SetSlotBlocks)
 	}
-	res.Claim = time.Since(claimStart)
-	uerr := unpause()
+	if !unpaused {
+		res.Claim = time.Since(claimStart)
+		uerr = unpause()
+	}
 	if claimErr != nil {
 		return res, errors.Join(fmt.Errorf("target claim failed after the source released the slots: %w", claimErr), uerr)
 	}

@@ -247,3 +247,67 @@ func waitServes(t *testing.T, ctx context.Context, ro *redis.Client, key, movedT
 		}
 	}
 }
+
+// On Valkey 8 the claim's last SETSLOT waits for the target's replicas (up
+// to 2 s). The source's writers must not wait with it: they are unpaused
+// once the source has released the slots and the target claimed all but
+// that one. The target's replica is stalled for 2 s right after the
+// release; the pause stays far below that (it was 2 s before), and every
+// key is on the target.
+func TestGuardedClaimDoesNotHoldWritersForTheReplicas(t *testing.T) {
+	c := fourMasters(t)
+	ctx := testContext(t, 2*time.Minute)
+	source := c.Nodes[0].Client()
+	defer source.Close()
+	if guarded, err := cutover.SetSlotBlocks(ctx, source); err != nil || !guarded {
+		t.Skipf("only where SETSLOT waits for replicas (Valkey 8): %v", err)
+	}
+	cc := c.Client()
+	defer cc.Close()
+	set := mustSlots(t, "0-999")
+	moved := keysIn(load(t, cc, 5_000, set), set)
+	want, err := localcluster.Capture(ctx, cc, moved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replica := addReplica(t, c, 3)
+	// SETSLOT waits only for the replicas its node's view lists as its own,
+	// which gossip tells it a few seconds after the replica attached.
+	target := c.Nodes[3].Client()
+	defer target.Close()
+	waitFor(t, 30*time.Second, "the target's view to list its replica", func() bool {
+		r, err := target.Do(ctx, "CLUSTER", "REPLICAS", c.IDs[3]).Slice()
+		return err == nil && len(r) == 1
+	})
+	stall := replica.Client()
+	defer stall.Close()
+	stalled := make(chan error, 1)
+	opts := mover.Options{
+		Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
+		Slots: set, Logger: testLogger(t),
+	}
+	opts.Hooks.AfterRelease = func() error {
+		go func() { stalled <- stall.Do(context.Background(), "DEBUG", "SLEEP", "2").Err() }()
+		time.Sleep(50 * time.Millisecond) // the replica is asleep before the claim
+		return nil
+	}
+	sum, err := mover.Run(ctx, opts)
+	if err != nil || sum.Result != mover.ResultMoved {
+		t.Fatalf("move: %s: %v", sum.Result, err)
+	}
+	if err := <-stalled; err != nil {
+		t.Fatalf("the target's replica was not stalled: %v", err)
+	}
+	if sum.PauseMS >= 1000 {
+		t.Fatalf("the write pause lasted %.0f ms while the target's replica slept 2 s after the release: the claim held the source's writers", sum.PauseMS)
+	}
+	if err := c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	fresh := c.Client()
+	defer fresh.Close()
+	if err := want.Compare(ctx, fresh); err != nil {
+		t.Fatalf("after the move: %v", err)
+	}
+	t.Logf("pause %.1f ms with the target's replica asleep", sum.PauseMS)
+}
