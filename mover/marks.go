@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/cutover"
+	"github.com/slotmover/slotmover/slots"
 )
 
 // The importing phase: the target's IMPORTING marks on the chosen slots,
@@ -45,6 +46,7 @@ func (t *task) setImporting(ctx context.Context) error {
 		}
 		for _, s := range t.opts.Slots.Slots() {
 			if from, ok := top.Myself.Importing[s]; ok {
+				t.unlock(ctx) // while its slot still imports: ASKING reaches it
 				if uerr := t.clearMarks(ctx); uerr != nil {
 					return fmt.Errorf("slot %d is importing on %s too, and clearing this move's marks failed: %w", s, top.Myself.Addr, uerr)
 				}
@@ -60,12 +62,16 @@ func (t *task) clearMarks(ctx context.Context) error {
 	return cutover.SetSlots(ctx, t.p.target, t.opts.Slots.Slots(), "STABLE")
 }
 
-// markOneByOne is setImporting where SETSLOT cannot run in a script: the
-// marks are checked, then set. Two moves of the same slots into this
-// target that check at the same moment could both go on; both copy the
-// same keys from the same source, and at the cutover the second finds the
-// slots gone from its source and rolls back without touching what the
-// target owns by then.
+// markOneByOne is setImporting where SETSLOT cannot run in a script
+// (Valkey 8): the marks are checked, then set, so two moves of the same
+// slots into this target that check at the same moment both set them (the
+// same marks: both import from the slots' owner). Then each takes a lock
+// on the target, a key of the first slot written with ASKING and NX: the
+// loser backs off (refused), leaving the marks to the winner, before it
+// copies anything. Without it both would copy, both replay the stream
+// (an INCR twice), and the loser's writes would land on the slots after
+// the winner's claim. The winner drops the lock right before its claim
+// (see cutover.Plan.BeforeClaim), and at its end whatever happened.
 func (t *task) markOneByOne(ctx context.Context) error {
 	top, err := cluster.Load(ctx, t.p.target)
 	if err != nil {
@@ -78,11 +84,87 @@ func (t *task) markOneByOne(ctx context.Context) error {
 			return refuse("target %s: slot %d is migrating or importing already (another move of it under way?)", t.opts.Target.Addr, s)
 		}
 	}
+	if h := t.opts.Hooks.BeforeMarks; h != nil {
+		h()
+	}
 	if err := cutover.SetSlots(ctx, t.p.target, t.opts.Slots.Slots(), "IMPORTING", t.p.sourceID); err != nil {
 		return fmt.Errorf("mark the slots importing: %w", err)
 	}
+	key := lockKey(t.opts.Slots.Slots()[0])
+	var set *redis.BoolCmd
+	var holder *redis.StringCmd
+	if _, err := t.p.target.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Do(ctx, "ASKING")
+		set = p.SetNX(ctx, key, t.sum.TaskID, 0)
+		p.Do(ctx, "ASKING")
+		holder = p.Get(ctx, key)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("lock the slots on target %s: %w", t.opts.Target.Addr, err)
+	}
+	if !set.Val() {
+		return refuse("target %s: another move of slots %s into it (task %s) holds them: this one backs off and leaves the marks to it", t.opts.Target.Addr, t.opts.Slots, holder.Val())
+	}
+	t.lock = key
+	// A move that checked before the winner set its marks, and got the lock
+	// only once the winner had dropped it for its claim, finds the slots
+	// claimed, or the winner's copies.
+	if top, err = cluster.Load(ctx, t.p.target); err != nil {
+		return err
+	}
+	counts, err := cluster.CountKeys(ctx, t.p.target, t.opts.Slots.Slots())
+	if err != nil {
+		return err
+	}
+	var held int64
+	for i, s := range t.opts.Slots.Slots() {
+		held += counts[i]
+		if top.Myself.Importing[s] != t.p.sourceID {
+			t.unlock(ctx)
+			return refuse("target %s: slot %d is no longer imported from %s (another move of it finished?)", t.opts.Target.Addr, s, t.opts.Source.Addr)
+		}
+	}
+	if held != 1 {
+		t.unlock(ctx)
+		return refuse("target %s: holds %d keys of the slots besides this move's lock (another move's copies?)", t.opts.Target.Addr, held-1)
+	}
 	return nil
 }
+
+// lockKey names the key of slot that locks a move's slots on its target.
+func lockKey(slot uint16) string {
+	for i := 0; ; i++ {
+		tag := fmt.Sprintf("slotmover-lock-%d", i)
+		if slots.ForString(tag) == slot {
+			return "{" + tag + "}"
+		}
+	}
+}
+
+// unlock drops the move's lock on the target, if it still holds it: a
+// script deletes the key only if it still names this move. Errors are
+// logged: the lock is dropped again at the move's end.
+func (t *task) unlock(ctx context.Context) {
+	if t.lock == "" {
+		return
+	}
+	err := func() error {
+		_, err := t.p.target.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.Do(ctx, "ASKING")
+			unlockScript.Eval(ctx, p, []string{t.lock}, t.sum.TaskID)
+			return nil
+		})
+		return err
+	}()
+	if err != nil {
+		t.log.Warn("could not drop the move's lock on the target; tried again at its end", "key", t.lock, "error", err)
+		return
+	}
+	t.lock = ""
+}
+
+var unlockScript = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`)
 
 // markScript sets the slots (ARGV[2…]) IMPORTING from the source
 // (ARGV[1]) unless one of them is migrating or importing already: checked

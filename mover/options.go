@@ -88,6 +88,10 @@ type Hooks struct {
 	// Delta is asked about each stream command of the chosen slots before
 	// it is applied; false drops it.
 	Delta func(*stream.Command) bool
+	// BeforeMarks runs where SETSLOT cannot go in a script (Valkey 8),
+	// between the check that no slot is importing on the target and the
+	// marks: where two moves of the same slots can pass each other.
+	BeforeMarks func()
 }
 
 // Defaults.

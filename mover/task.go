@@ -107,7 +107,8 @@ type task struct {
 	stats         copyStats
 	lag           atomic.Int64
 	clock         sourceClock
-	evictedBefore int64 // the target's evicted_keys before the move
+	evictedBefore int64  // the target's evicted_keys before the move
+	lock          string // the key locking the slots on the target, while held (markOneByOne)
 }
 
 // copyStats count what the feeder copied, for progress reports and the summary.
@@ -161,6 +162,9 @@ func (t *task) run(ctx, cancellable context.Context) error {
 	defer func() {
 		t.stopCopy()
 		if t.p != nil {
+			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			t.unlock(uctx)
+			cancel()
 			t.p.close()
 		}
 	}()
@@ -553,7 +557,7 @@ func (t *task) cutover(ctx context.Context) (Event, error) {
 	res, err := cutover.Switch(ctx, cutover.Nodes{
 		Source: t.p.source, Target: t.p.target, SourceID: t.p.sourceID, TargetID: t.p.targetID, Others: t.p.others,
 	}, cutover.Plan{Slots: t.opts.Slots, PauseBudget: t.opts.PauseBudget, FenceTimeout: t.opts.FenceTimeout,
-		SetSlotBlocks: t.p.setSlotBlocks, AfterRelease: t.opts.Hooks.AfterRelease},
+		SetSlotBlocks: t.p.setSlotBlocks, AfterRelease: t.opts.Hooks.AfterRelease, BeforeClaim: t.unlock},
 		t.fence(f),
 		f.freeze)
 	if h := t.opts.Hooks.OnCutover; h != nil {

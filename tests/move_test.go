@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/internal/info"
 	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/mover"
@@ -189,6 +190,106 @@ func unpauseStorm(nodes ...*localcluster.Server) (stop func() int) {
 		wg.Wait()
 		return int(sent.Load())
 	}
+}
+
+// Two moves of the same slots into one target that pass each other's check
+// for importing marks (on Valkey 8 the marks cannot be checked and set in
+// one script): both set the marks, one takes the lock on the target and
+// moves, the other is refused before it copies a key, leaving the winner's
+// marks. Without the lock both copied and replayed the stream into one
+// target. Every key ends on the target once, the loser refused.
+func TestSameSlotsIntoOneTargetAtOnce(t *testing.T) {
+	c := fourMasters(t)
+	ctx := testContext(t, 2*time.Minute)
+	source := c.Nodes[0].Client()
+	defer source.Close()
+	if guarded, err := cutover.SetSlotBlocks(ctx, source); err != nil || !guarded {
+		t.Skipf("only where the marks are set one by one (Valkey 8): %v", err)
+	}
+	cc := c.Client()
+	defer cc.Close()
+	set := mustSlots(t, "0-999")
+	moved := keysIn(load(t, cc, 5_000, set), set)
+	want, err := localcluster.Capture(ctx, cc, moved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := func() mover.Options {
+		return mover.Options{
+			Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
+			Slots: set, Logger: testLogger(t),
+		}
+	}
+	// The loser passes its check first and sets its marks only once the
+	// winner holds the lock and copies.
+	loserChecked, winnerCopies := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	loserOpts := opts()
+	loserOpts.Hooks.BeforeMarks = func() {
+		close(loserChecked)
+		select {
+		case <-winnerCopies:
+		case <-ctx.Done():
+		}
+	}
+	loser := make(chan mover.Summary, 1)
+	go func() {
+		sum, _ := mover.Run(ctx, loserOpts)
+		loser <- sum
+	}()
+	select {
+	case <-loserChecked:
+	case sum := <-loser:
+		t.Fatalf("the loser ended before its marks: %s: %s", sum.Result, sum.Error)
+	}
+	winnerOpts := opts()
+	// The winner's catch-up waits for the loser's end, so that the loser
+	// meets the lock while the winner still copies.
+	var lsum mover.Summary
+	var waited sync.Once
+	winnerOpts.Progress = func(p mover.Progress) {
+		if p.KeysCopied > 0 || p.Phase == mover.PhaseCatchUp {
+			once.Do(func() { close(winnerCopies) })
+		}
+		if p.Phase == mover.PhaseCatchUp {
+			waited.Do(func() {
+				select {
+				case lsum = <-loser:
+				case <-ctx.Done():
+				}
+			})
+		}
+	}
+	wsum, err := mover.Run(ctx, winnerOpts)
+	once.Do(func() { close(winnerCopies) })
+	if err != nil || wsum.Result != mover.ResultMoved {
+		t.Fatalf("the winner: %s: %v", wsum.Result, err)
+	}
+	if lsum.Result != mover.ResultRefused || lsum.KeysCopied != 0 || !strings.Contains(lsum.Error, "holds them") {
+		t.Fatalf("the loser: %s, %d keys copied: %s", lsum.Result, lsum.KeysCopied, lsum.Error)
+	}
+	if err := c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	fresh := c.Client()
+	defer fresh.Close()
+	if err := want.Compare(ctx, fresh); err != nil {
+		t.Fatalf("after the moves: %v", err)
+	}
+	target := c.Nodes[3].Client()
+	defer target.Close()
+	counts, err := cluster.CountKeys(ctx, target, set.Slots())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, k := range counts {
+		n += k
+	}
+	if n != int64(len(moved)) {
+		t.Fatalf("the target holds %d keys of the slots, want the %d moved (the lock left behind?)", n, len(moved))
+	}
+	assertNoOrphans(t, c)
 }
 
 // Two moves of the same slots to two different targets, started at the
