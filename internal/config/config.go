@@ -144,6 +144,7 @@ type Move struct {
 	CleanupBatch     int           `yaml:"cleanup_batch"`
 	CleanupSleep     time.Duration `yaml:"cleanup_sleep"`
 	SpoolDir         string        `yaml:"spool_dir"`
+	MaxSpool         int64         `yaml:"max_spool"`
 	AllowEviction    bool          `yaml:"allow_eviction"`
 	KeepSourceConfig bool          `yaml:"keep_source_config"`
 	Snapshot         string        `yaml:"snapshot"`
@@ -187,6 +188,7 @@ func Defaults() *Serve {
 			Chunk:          mover.DefaultChunk,
 			CleanupBatch:   cutover.DefaultBatch,
 			CleanupSleep:   DefaultCleanupSleep,
+			MaxSpool:       mover.DefaultMaxSpool,
 			Snapshot:       mover.SnapshotAuto,
 		},
 		Log: Log{Level: DefaultLogLevel, Format: DefaultLogFormat},

@@ -125,6 +125,7 @@ func (m Move) Options(base mover.Options) mover.Options {
 	base.ReplyPerKey = m.ReplyPerKey
 	base.Cleanup = cutover.Pace{Batch: m.CleanupBatch, Sleep: m.CleanupSleep}
 	base.SpoolDir = m.SpoolDir
+	base.MaxSpool = m.MaxSpool
 	base.AllowEviction = m.AllowEviction
 	base.KeepSourceConfig = m.KeepSourceConfig
 	base.Snapshot = m.Snapshot
