@@ -46,6 +46,7 @@ type snapshotPlan struct {
 	fieldTTLs     bool       // the source has hash-field expiries (HPEXPIRETIME, 7.4+)
 	anySlot       bool       // a script may read keys of several slots (7.0+)
 	known         *keySet    // the moving keys the survey found not big
+	startBacklog  bool       // the source keeps no backlog yet: start one (stream.StartBacklog)
 }
 
 // checkVersions takes the RDB path, or refuses, when the source's DUMPs
@@ -116,10 +117,11 @@ func planSnapshot(ctx context.Context, o Options, p *participants) (snapshotPlan
 	if err != nil {
 		return snapshotPlan{}, err
 	}
-	if _, err := stream.ContinuePoint(repl); err != nil {
-		if errors.Is(err, stream.ErrNoBacklog) {
-			return rdb("%v", err)
-		}
+	// A source without a backlog gets one at the snapshot's start, with no
+	// fork (stream.StartBacklog): the preflight changes nothing.
+	_, err = stream.ContinuePoint(repl)
+	startBacklog := errors.Is(err, stream.ErrNoBacklog)
+	if err != nil && !startBacklog {
 		return snapshotPlan{}, fmt.Errorf("source %s: %w", o.Source.Addr, err)
 	}
 	set := o.Slots.Slots()
@@ -171,7 +173,7 @@ func planSnapshot(ctx context.Context, o Options, p *participants) (snapshotPlan
 		reason = "asked for; " + reason
 	}
 	return snapshotPlan{path: SnapshotKeys, reason: reason, groups: groupSlots(set, counts, listKeysPerGroup),
-		sourceVersion: version, fieldTTLs: fieldTTLs, anySlot: anySlot, known: known}, nil
+		sourceVersion: version, fieldTTLs: fieldTTLs, anySlot: anySlot, known: known, startBacklog: startBacklog}, nil
 }
 
 // surveyKeysPerCall bounds the keys a survey call looks at: it reads the

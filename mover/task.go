@@ -382,6 +382,17 @@ func (t *task) openLink(ctx context.Context) (*stream.Link, error) {
 	cfg := stream.Config{
 		Conn: t.opts.Source, SpoolDir: t.opts.SpoolDir, MaxSpool: max(t.opts.MaxSpool, 0), KeepSourceConfig: t.opts.KeepSourceConfig, Logger: t.log,
 	}
+	if t.snap.path == SnapshotKeys && t.snap.startBacklog {
+		if _, _, err := stream.StartBacklog(ctx, cfg); err != nil {
+			if t.opts.Snapshot == SnapshotKeys {
+				return nil, fmt.Errorf("--snapshot keys: %w", err)
+			}
+			t.log.Warn("the keys path needs a backlog the source cannot start without a fork: taking the RDB path", "error", err)
+			t.snap = snapshotPlan{path: SnapshotRDB, reason: err.Error()}
+		} else {
+			t.snap.reason += "; the source kept no backlog, and started one without a fork"
+		}
+	}
 	if t.snap.path == SnapshotKeys {
 		repl, err := info.Read(ctx, t.p.source, "replication")
 		if err != nil {
