@@ -48,7 +48,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.SpoolDir, "spool-dir", "", "directory for stream spool files (default the system temp dir)")
 	fs.Int64Var(&o.MaxSpool, "max-spool", mover.DefaultMaxSpool, "roll back when the source's data not yet applied on the target passes this many `bytes`, in memory and spool files (negative: no bound)")
 	fs.BoolVar(&o.AllowEviction, "allow-eviction", false, "move even when the slots' keys look too big for the target's maxmemory (a move still rolls back if the target evicts a key)")
-	fs.StringVar(&o.Snapshot, "snapshot", mover.SnapshotAuto, "how the keys are first copied: `auto`, rdb (a full sync: the source forks) or keys (no fork: only the chosen slots' keys are read; the source must keep a replication backlog)")
+	fs.StringVar(&o.Snapshot, "snapshot", mover.SnapshotAuto, "how the keys are first copied: `auto`, rdb (a full sync: the source forks) or keys (no fork: only the chosen slots' keys are read; a source without a replication backlog starts one, without a fork)")
 	fs.BoolVar(&o.KeepSourceConfig, "keep-source-config", false, "do not turn off the source's repl-diskless-sync-delay and rdbcompression for the sync")
 	f.connFlags.register(fs)
 }
