@@ -7,7 +7,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/cutover"
-	"github.com/slotmover/slotmover/slots"
 )
 
 // The importing phase: the target's IMPORTING marks on the chosen slots,
@@ -90,7 +89,7 @@ func (t *task) markOneByOne(ctx context.Context) error {
 	if err := cutover.SetSlots(ctx, t.p.target, t.opts.Slots.Slots(), "IMPORTING", t.p.sourceID); err != nil {
 		return fmt.Errorf("mark the slots importing: %w", err)
 	}
-	key := lockKey(t.opts.Slots.Slots()[0])
+	key := tempKey(t.opts.Slots.Slots()[0], "lock", 0)
 	var set *redis.BoolCmd
 	var holder *redis.StringCmd
 	if _, err := t.p.target.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -129,16 +128,6 @@ func (t *task) markOneByOne(ctx context.Context) error {
 		return refuse("target %s: holds %d keys of the slots besides this move's lock (another move's copies?)", t.opts.Target.Addr, held-1)
 	}
 	return nil
-}
-
-// lockKey names the key of slot that locks a move's slots on its target.
-func lockKey(slot uint16) string {
-	for i := 0; ; i++ {
-		tag := fmt.Sprintf("slotmover-lock-%d", i)
-		if slots.ForString(tag) == slot {
-			return "{" + tag + "}"
-		}
-	}
 }
 
 // unlock drops the move's lock on the target, if it still holds it: a

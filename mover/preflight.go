@@ -2,6 +2,7 @@ package mover
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/internal/info"
+	"github.com/slotmover/slotmover/rdbparse"
 	"github.com/slotmover/slotmover/slots"
 )
 
@@ -88,6 +90,11 @@ func preflight(ctx context.Context, o Options) (_ *participants, err error) {
 	}
 	if missing := notOwned(srcTop.Myself, set); missing != "" {
 		return nil, refuse("source %s does not own slots %s", source.Addr, missing)
+	}
+	if v, err := dumpVersion(ctx, p.source, set); err != nil {
+		return nil, fmt.Errorf("source %s: %w", source.Addr, err)
+	} else if err := readableVersion(v); err != nil {
+		return nil, &InputError{Err: fmt.Errorf("source %s: %w", source.Addr, err)}
 	}
 
 	// Migrating/importing marks show only in a node's own view: ask every master.
@@ -264,6 +271,48 @@ func libraries(ctx context.Context, c *redis.Client) (map[string]string, error) 
 		out[l.Name] = l.Code
 	}
 	return out, nil
+}
+
+// dumpVersion reads the RDB version the source writes, from the DUMP of one
+// key of the moving slots (nothing changed); 0 when they hold none.
+func dumpVersion(ctx context.Context, c *redis.Client, set *slots.Set) (int, error) {
+	all := set.Slots()
+	for start := 0; start < len(all); start += 512 {
+		var cmds []*redis.StringSliceCmd
+		if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, s := range all[start:min(start+512, len(all))] {
+				cmds = append(cmds, p.ClusterGetKeysInSlot(ctx, int(s), 1))
+			}
+			return nil
+		}); err != nil {
+			return 0, fmt.Errorf("CLUSTER GETKEYSINSLOT: %w", err)
+		}
+		for _, cmd := range cmds {
+			if len(cmd.Val()) == 0 {
+				continue
+			}
+			dump, err := c.Dump(ctx, cmd.Val()[0]).Result()
+			if errors.Is(err, redis.Nil) {
+				continue // expired meanwhile
+			}
+			if err != nil {
+				return 0, fmt.Errorf("DUMP: %w", err)
+			}
+			return rdbparse.DumpVersion([]byte(dump)), nil
+		}
+	}
+	return 0, nil
+}
+
+// readableVersion refuses a server whose RDB version slotmover does not
+// read, before anything changes rather than at the snapshot's header.
+// Servers that write one (Redis 8.6 and later, Valkey 9) have slot
+// migration of their own, which preflight names where it finds it.
+func readableVersion(v int) error {
+	if v > rdbparse.MaxVersion {
+		return fmt.Errorf("it writes RDB version %d, newer than slotmover reads (up to %d, Redis 7.4 to 8.2): use the server's own slot migration (Redis 8.4+: CLUSTER MIGRATION; Valkey 9: CLUSTER MIGRATESLOTS), or redis-cli --cluster reshard", v, rdbparse.MaxVersion)
+	}
+	return nil
 }
 
 // builtInMigration names the server's own atomic slot migration command

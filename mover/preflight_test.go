@@ -1,0 +1,60 @@
+package mover
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/rdbparse"
+	"github.com/slotmover/slotmover/slots"
+	"github.com/slotmover/slotmover/tests/harness"
+)
+
+// An RDB version the scanner does not read is refused before anything
+// changes, naming what to use instead, never at the snapshot's header.
+func TestReadableVersion(t *testing.T) {
+	for _, tc := range []struct {
+		v      int
+		refuse bool
+	}{{0, false}, {9, false}, {rdbparse.MaxVersion, false}, {rdbparse.MaxVersion + 1, true}, {80, true}} {
+		err := readableVersion(tc.v)
+		if (err != nil) != tc.refuse {
+			t.Errorf("RDB %d: %v, want refused %v", tc.v, err, tc.refuse)
+		}
+		if err != nil && !strings.Contains(err.Error(), "CLUSTER MIGRATION") {
+			t.Errorf("RDB %d: %v does not name what to use instead", tc.v, err)
+		}
+	}
+}
+
+// dumpVersion reads the RDB version from a key of the moving slots, and 0
+// where they hold none; it writes nothing.
+func TestDumpVersion(t *testing.T) {
+	ctx := context.Background()
+	c := harness.ClusterT(t, []string{"0-16383"}, localcluster.Options{})
+	node := c.Nodes[0].Client()
+	defer node.Close()
+	set := slots.NewSet(slots.Range{Start: 1000, End: 1999})
+	if v, err := dumpVersion(ctx, node, set); err != nil || v != 0 {
+		t.Fatalf("no keys: version %d, %v; want 0", v, err)
+	}
+	key := tempKey(1500, "version", 0)
+	if err := node.Set(ctx, key, "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	v, err := dumpVersion(ctx, node, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dump, err := node.Dump(ctx, key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := rdbparse.DumpVersion([]byte(dump)); v != want || v < 9 {
+		t.Fatalf("version %d, want %d (its DUMP's)", v, want)
+	}
+	if n, err := node.DBSize(ctx).Result(); err != nil || n != 1 {
+		t.Fatalf("DBSIZE %d after reading the version, want 1 (%v)", n, err)
+	}
+}
