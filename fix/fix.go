@@ -769,6 +769,13 @@ func keysBacked(ctx context.Context, holder, backer *redis.Client, set, emptied 
 	if err != nil {
 		return err
 	}
+	top, err := cluster.Load(ctx, holder)
+	if err != nil {
+		return err
+	}
+	if err := discountLocks(ctx, holder, top.Myself.Importing, all, h); err != nil {
+		return err
+	}
 	b, err := cluster.CountKeys(ctx, backer, all)
 	if err != nil {
 		return err
@@ -777,6 +784,35 @@ func keysBacked(ctx context.Context, holder, backer *redis.Client, set, emptied 
 		if h[i] > 0 && b[i] == 0 && (emptied == nil || !emptied.Contains(s)) {
 			return fmt.Errorf("%w: %s holds %d keys of slot %d and %s none: run fix again", errChanged, holder.Options().Addr, h[i], s, backer.Options().Addr)
 		}
+	}
+	return nil
+}
+
+// discountLocks takes a stopped move's lock (mover.LockKey, Valkey 8) out
+// of a node's key counts of the slots it imports (counts[i] is of list[i]):
+// it is no key of theirs, and a rollback removes it with the copies.
+func discountLocks(ctx context.Context, c *redis.Client, imports map[uint16]string, list []uint16, counts []int64) error {
+	var at []int
+	for i, s := range list {
+		if _, ok := imports[s]; ok && counts[i] > 0 {
+			at = append(at, i)
+		}
+	}
+	if len(at) == 0 {
+		return nil
+	}
+	exists := make([]*redis.IntCmd, len(at))
+	if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for j, i := range at {
+			p.Do(ctx, "ASKING")
+			exists[j] = p.Exists(ctx, mover.LockKey(list[i]))
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("look for moves' locks on %s: %w", c.Options().Addr, err)
+	}
+	for j, i := range at {
+		counts[i] -= exists[j].Val()
 	}
 	return nil
 }
@@ -843,6 +879,9 @@ func readStates(ctx context.Context, seed cluster.Conn, clients map[string]*redi
 		}
 		if err == nil {
 			st.RunID, err = runID(rctx, c)
+		}
+		if err == nil {
+			err = discountLocks(rctx, c, own.Myself.Importing, all, counts)
 		}
 		cancel()
 		if ctx.Err() != nil {

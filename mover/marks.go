@@ -2,6 +2,7 @@ package mover
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -89,20 +90,17 @@ func (t *task) markOneByOne(ctx context.Context) error {
 	if err := cutover.SetSlots(ctx, t.p.target, t.opts.Slots.Slots(), "IMPORTING", t.p.sourceID); err != nil {
 		return fmt.Errorf("mark the slots importing: %w", err)
 	}
-	key := tempKey(t.opts.Slots.Slots()[0], "lock", 0)
-	var set *redis.BoolCmd
-	var holder *redis.StringCmd
+	key := LockKey(t.opts.Slots.Slots()[0])
+	var set *redis.Cmd
 	if _, err := t.p.target.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.Do(ctx, "ASKING")
-		set = p.SetNX(ctx, key, t.sum.TaskID, 0)
-		p.Do(ctx, "ASKING")
-		holder = p.Get(ctx, key)
+		set = p.Do(ctx, "SET", key, t.sum.TaskID, "NX", "GET") // the holder, or nil once ours
 		return nil
-	}); err != nil {
+	}); err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("lock the slots on target %s: %w", t.opts.Target.Addr, err)
 	}
-	if !set.Val() {
-		return refuse("target %s: another move of slots %s into it (task %s) holds them: this one backs off and leaves the marks to it", t.opts.Target.Addr, t.opts.Slots, holder.Val())
+	if holder, err := set.Text(); err == nil {
+		return refuse("target %s: another move of slots %s into it (task %s) holds them: this one backs off and leaves the marks to it", t.opts.Target.Addr, t.opts.Slots, holder)
 	}
 	t.lock = key
 	// A move that checked before the winner set its marks, and got the lock
@@ -129,6 +127,11 @@ func (t *task) markOneByOne(ctx context.Context) error {
 	}
 	return nil
 }
+
+// LockKey is the key of slot that locks a move of it on its target where
+// the importing marks cannot be set in one script (see markOneByOne). fix
+// counts it as no key of the slot.
+func LockKey(slot uint16) string { return tempKey(slot, "lock", 0) }
 
 // unlock drops the move's lock on the target, if it still holds it: a
 // script deletes the key only if it still names this move. Errors are

@@ -91,11 +91,6 @@ func preflight(ctx context.Context, o Options) (_ *participants, err error) {
 	if missing := notOwned(srcTop.Myself, set); missing != "" {
 		return nil, refuse("source %s does not own slots %s", source.Addr, missing)
 	}
-	if v, err := dumpVersion(ctx, p.source, set); err != nil {
-		return nil, fmt.Errorf("source %s: %w", source.Addr, err)
-	} else if err := readableVersion(v); err != nil {
-		return nil, &InputError{Err: fmt.Errorf("source %s: %w", source.Addr, err)}
-	}
 
 	// Migrating/importing marks show only in a node's own view: ask every master.
 	views := []*cluster.Topology{srcTop, tgtTop}
@@ -138,6 +133,11 @@ func preflight(ctx context.Context, o Options) (_ *participants, err error) {
 	}
 	if err := checkAllPermissions(ctx, p, srcTop, set, !o.KeepSourceConfig); err != nil {
 		return nil, err
+	}
+	if v, err := dumpVersion(ctx, p.source, set); err != nil {
+		return nil, fmt.Errorf("source %s: %w", source.Addr, err)
+	} else if err := readableVersion(v); err != nil {
+		return nil, &InputError{Err: fmt.Errorf("source %s: %w", source.Addr, err)}
 	}
 	if err := sameFunctions(ctx, p.source, p.target); err != nil {
 		return nil, err

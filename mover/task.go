@@ -294,6 +294,7 @@ func (t *task) rollback(ctx context.Context) (int64, error) {
 	if err != nil {
 		return removed, err
 	}
+	t.lock = "" // removed with the copies
 	counts, err := cluster.CountKeys(ctx, t.p.target, t.opts.Slots.Slots())
 	if err != nil {
 		return removed, err

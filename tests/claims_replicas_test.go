@@ -255,21 +255,7 @@ func waitServes(t *testing.T, ctx context.Context, ro *redis.Client, key, movedT
 // release; the pause stays far below that (it was 2 s before), and every
 // key is on the target.
 func TestGuardedClaimDoesNotHoldWritersForTheReplicas(t *testing.T) {
-	c := fourMasters(t)
-	ctx := testContext(t, 2*time.Minute)
-	source := c.Nodes[0].Client()
-	defer source.Close()
-	if guarded, err := cutover.SetSlotBlocks(ctx, source); err != nil || !guarded {
-		t.Skipf("only where SETSLOT waits for replicas (Valkey 8): %v", err)
-	}
-	cc := c.Client()
-	defer cc.Close()
-	set := mustSlots(t, "0-999")
-	moved := keysIn(load(t, cc, 5_000, set), set)
-	want, err := localcluster.Capture(ctx, cc, moved)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ctx, set, want := guardedMoveSetup(t)
 	replica := addReplica(t, c, 3)
 	// SETSLOT waits only for the replicas its node's view lists as its own,
 	// which gossip tells it a few seconds after the replica attached.
@@ -310,4 +296,26 @@ func TestGuardedClaimDoesNotHoldWritersForTheReplicas(t *testing.T) {
 		t.Fatalf("after the move: %v", err)
 	}
 	t.Logf("pause %.1f ms with the target's replica asleep", sum.PauseMS)
+}
+
+// guardedMoveSetup is the start of a test of what Valkey 8 needs (see
+// cutover.SetSlotBlocks), skipped elsewhere: four masters, keys of every
+// type, and slots 0-999 of the first to move, whose keys want holds.
+func guardedMoveSetup(t *testing.T) (*localcluster.Cluster, context.Context, *slots.Set, *localcluster.KeyStates) {
+	t.Helper()
+	c := fourMasters(t)
+	ctx := testContext(t, 2*time.Minute)
+	source := c.Nodes[0].Client()
+	defer source.Close()
+	if guarded, err := cutover.SetSlotBlocks(ctx, source); err != nil || !guarded {
+		t.Skipf("only where SETSLOT waits for replicas and cannot go in a script (Valkey 8): %v", err)
+	}
+	cc := c.Client()
+	defer cc.Close()
+	set := mustSlots(t, "0-999")
+	want, err := localcluster.Capture(ctx, cc, keysIn(load(t, cc, 5_000, set), set))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, ctx, set, want
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/cluster"
-	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/internal/info"
 	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/mover"
@@ -199,21 +198,7 @@ func unpauseStorm(nodes ...*localcluster.Server) (stop func() int) {
 // marks. Without the lock both copied and replayed the stream into one
 // target. Every key ends on the target once, the loser refused.
 func TestSameSlotsIntoOneTargetAtOnce(t *testing.T) {
-	c := fourMasters(t)
-	ctx := testContext(t, 2*time.Minute)
-	source := c.Nodes[0].Client()
-	defer source.Close()
-	if guarded, err := cutover.SetSlotBlocks(ctx, source); err != nil || !guarded {
-		t.Skipf("only where the marks are set one by one (Valkey 8): %v", err)
-	}
-	cc := c.Client()
-	defer cc.Close()
-	set := mustSlots(t, "0-999")
-	moved := keysIn(load(t, cc, 5_000, set), set)
-	want, err := localcluster.Capture(ctx, cc, moved)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ctx, set, want := guardedMoveSetup(t)
 	opts := func() mover.Options {
 		return mover.Options{
 			Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
@@ -286,8 +271,8 @@ func TestSameSlotsIntoOneTargetAtOnce(t *testing.T) {
 	for _, k := range counts {
 		n += k
 	}
-	if n != int64(len(moved)) {
-		t.Fatalf("the target holds %d keys of the slots, want the %d moved (the lock left behind?)", n, len(moved))
+	if n != int64(want.Present()) {
+		t.Fatalf("the target holds %d keys of the slots, want the %d moved (the lock left behind?)", n, want.Present())
 	}
 	assertNoOrphans(t, c)
 }

@@ -97,7 +97,9 @@ func fixCmd(args []string) int {
 	case len(notes) > 0 && !*dryRun:
 		fmt.Println("not everything repaired: what the notes name is left to an operator")
 		return exitStuck
-	case len(repairs) == 0 && len(notes) == 0:
+	case len(repairs) == 0 && len(notes) > 0:
+		fmt.Println("nothing repaired: what the notes name is left to an operator")
+	case len(repairs) == 0:
 		fmt.Println("nothing to repair")
 	}
 	return exitMoved
