@@ -25,8 +25,8 @@ func benchCmd(args []string) int {
 		fmt.Fprint(fs.Output(), `usage: slotmover bench [flags]
 
 For each workload and method, starts a fresh cluster of 4 local redis-server
-masters (3 holding every slot, 1 empty; each keeps a replication backlog,
-as a master with a replica does), fills it identically, times the move
+masters (3 holding every slot, 1 empty; none ever had a replica, as in a
+cluster built for a cache), fills it identically, times the move
 (cleanup of the source included) while it counts the sources' forks and
 PINGs them every ~1 ms, and checks the result. Prints one table with the
 median of --runs runs.
