@@ -471,9 +471,16 @@ func TestWaitNeverCountsTheMove(t *testing.T) {
 	defer cc.Close()
 	set := mustSlots(t, "0-999")
 	load(t, cc, 2_000, set)
-	addReplica(t, c, 0).Stop()
 	source := c.Nodes[0].Client()
 	defer source.Close()
+	replica := addReplica(t, c, 0)
+	// Stopped only once the source's view has it as its replica: a node it
+	// still takes for a master would be one the preflight cannot reach.
+	waitFor(t, 30*time.Second, "the source's view to list its replica", func() bool {
+		r, err := source.Do(ctx, "CLUSTER", "REPLICAS", c.IDs[0]).Slice()
+		return err == nil && len(r) == 1
+	})
+	replica.Stop()
 	conn := source.Conn()
 	defer conn.Close()
 	waited := func(key string) int64 {
