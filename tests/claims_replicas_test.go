@@ -261,10 +261,7 @@ func TestGuardedClaimDoesNotHoldWritersForTheReplicas(t *testing.T) {
 	// which gossip tells it a few seconds after the replica attached.
 	target := c.Nodes[3].Client()
 	defer target.Close()
-	waitFor(t, 30*time.Second, "the target's view to list its replica", func() bool {
-		r, err := target.Do(ctx, "CLUSTER", "REPLICAS", c.IDs[3]).Slice()
-		return err == nil && len(r) == 1
-	})
+	waitKnowsItsReplica(t, c, 3)
 	stall := replica.Client()
 	defer stall.Close()
 	stalled := make(chan error, 1)
@@ -318,4 +315,18 @@ func guardedMoveSetup(t *testing.T) (*localcluster.Cluster, context.Context, *sl
 		t.Fatal(err)
 	}
 	return c, ctx, set, want
+}
+
+// waitKnowsItsReplica waits until master i's own view lists one replica of
+// it: gossip tells it a few seconds after addReplica returns, and until
+// then the master neither waits for it (Valkey 8's SETSLOT) nor has it
+// apart from its masters.
+func waitKnowsItsReplica(t *testing.T, c *localcluster.Cluster, i int) {
+	t.Helper()
+	m := c.Nodes[i].Client()
+	defer m.Close()
+	waitFor(t, 30*time.Second, "a master's view to list its replica", func() bool {
+		r, err := m.Do(context.Background(), "CLUSTER", "REPLICAS", c.IDs[i]).Slice()
+		return err == nil && len(r) == 1
+	})
 }

@@ -476,10 +476,7 @@ func TestWaitNeverCountsTheMove(t *testing.T) {
 	replica := addReplica(t, c, 0)
 	// Stopped only once the source's view has it as its replica: a node it
 	// still takes for a master would be one the preflight cannot reach.
-	waitFor(t, 30*time.Second, "the source's view to list its replica", func() bool {
-		r, err := source.Do(ctx, "CLUSTER", "REPLICAS", c.IDs[0]).Slice()
-		return err == nil && len(r) == 1
-	})
+	waitKnowsItsReplica(t, c, 0)
 	replica.Stop()
 	conn := source.Conn()
 	defer conn.Close()
