@@ -252,7 +252,7 @@ func (f *feeder) replay(e *rdbparse.Entry, version int) error {
 	if err := send([]byte("DEL"), tmp); err != nil {
 		return err
 	}
-	for args := range obj.Commands(tmp, f.opts.Chunk) {
+	for args := range obj.Commands(tmp, f.opts.chunkLimit()) {
 		if err := send(args...); err != nil {
 			return err
 		}

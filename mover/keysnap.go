@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/slotmover/slotmover/chunk"
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/slotread"
 	"github.com/slotmover/slotmover/slots"
@@ -49,6 +50,7 @@ type bigRead struct {
 	started  bool // a chunk's marker of this generation has passed
 	restarts int
 	queued   bool // waiting for its next chunk to be read
+	pace     *chunk.Pacer
 }
 
 // chunkCopy is one chunk, waiting for its marker.
@@ -76,7 +78,6 @@ const (
 	listKeysPerGroup = 1_000  // keys of the slots grouped into one listing call (~1.3 ms on a 2-core VM; 10,000 held the source for 11-20 ms)
 	readKeysPerCall  = 512    // keys a batch names
 	readBudget       = 2_000  // elements (or 64-byte units of strings) a batch reads
-	chunkElements    = 500    // elements a big key's chunk scans, ~1 µs apiece in a transaction (0.45 ms for 500 fields on an idle source; 1,000 held a busy one 9-12 ms, 500 6 ms)
 	readsAhead       = 8      // calls made before their marker came through the stream
 )
 
@@ -241,7 +242,8 @@ queue:
 		if !slices.Contains(slotread.ScanTypes, k.Type) {
 			return fmt.Errorf("key %q of slot %d, a %s of %d elements, is %w: move these slots with the RDB snapshot", k.Name, slotOf[i], k.Type, k.Units, ErrBigKey)
 		}
-		b := &bigRead{key: k.Name, typ: k.Type, slot: slotOf[i], cursor: "0", queued: true}
+		b := &bigRead{key: k.Name, typ: k.Type, slot: slotOf[i], cursor: "0", queued: true,
+			pace: chunk.NewPacer(f.opts.chunkLimit(), slotread.ScanCommand[k.Type])}
 		ks.big[k.Name] = b
 		ks.bigQueue = append(ks.bigQueue, b)
 	}
@@ -268,13 +270,18 @@ func (f *feeder) readChunk(ctx context.Context) error {
 	r := f.newRead(b.slot)
 	var ch slotread.Chunk
 	err := cluster.WhileDown(ctx, func() (err error) {
-		ch, err = slotread.ReadChunk(ctx, f.source, b.key, b.typ, b.cursor, chunkElements, string(r.marker), f.nonce(r), ks.fieldTTLs)
+		ch, err = slotread.ReadChunk(ctx, f.source, b.key, b.typ, b.cursor, b.pace.Count(), string(r.marker), f.nonce(r), ks.fieldTTLs)
 		return err
 	})
 	if err != nil {
 		f.dropRead(r)
 		return err
 	}
+	size := 0
+	for _, e := range ch.Elements {
+		size += len(e)
+	}
+	b.pace.Observe(len(ch.Elements)/elementStrings(b.typ), size)
 	r.chunk = &chunkCopy{big: b, gen: b.gen, first: b.cursor == "0", Chunk: ch}
 	b.cursor = ch.Cursor
 	if ch.Cursor == "0" || ch.Type != b.typ {
@@ -326,23 +333,33 @@ func (f *feeder) applyChunk(c *chunkCopy) error {
 	return f.endBig(b, err)
 }
 
+// elementStrings is the strings per element in a scan's reply of typ.
+func elementStrings(typ string) int {
+	if typ == "set" {
+		return 1
+	}
+	return 2
+}
+
+// addCommand is the command that adds elements of typ.
+var addCommand = map[string]string{"hash": "HSET", "set": "SADD", "zset": "ZADD"}
+
 // sendElements adds a chunk's elements to the key on the target, in
-// commands of at most opts.Chunk elements.
+// commands within opts' chunk limit.
 func (f *feeder) sendElements(b *bigRead, c *chunkCopy) error {
 	key := []byte(b.key)
 	label := "chunk of " + strconv.Quote(b.key)
-	per := 1 // strings per element in the scan's reply
-	cmd := "SADD"
-	switch b.typ {
-	case "hash":
-		per, cmd = 2, "HSET"
-	case "zset":
-		per, cmd = 2, "ZADD"
+	per, cmd := elementStrings(b.typ), addCommand[b.typ]
+	size := func(i int) int {
+		n := 0
+		for _, s := range c.Elements[i*per : (i+1)*per] {
+			n += len(s)
+		}
+		return n
 	}
-	n := len(c.Elements) / per
-	for i := 0; i < n; i += f.opts.Chunk {
+	for i, end := range f.opts.chunkLimit().Split(cmd, len(c.Elements)/per, size) {
 		args := [][]byte{[]byte(cmd), key}
-		for j := i; j < min(n, i+f.opts.Chunk); j++ {
+		for j := i; j < end; j++ {
 			e := c.Elements[j*per : (j+1)*per]
 			if b.typ == "zset" {
 				e = []string{e[1], e[0]} // ZSCAN gives member, score; ZADD takes score, member

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/slotmover/slotmover/chunk"
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/slots"
@@ -43,8 +44,12 @@ type Options struct {
 
 	Window         int    // unanswered commands in flight to the target
 	BigKeyElements uint64 // collections with at least this many elements are replayed as chunked commands
-	Chunk          int    // elements per command for big keys
-	Cleanup        cutover.Pace
+	Chunk          int    // elements per command for big keys, at most
+	// ChunkTime bounds each command that carries a big key's elements, the
+	// source's scans (by their round trips) and the target's writes (by
+	// chunk's cost model).
+	ChunkTime time.Duration
+	Cleanup   cutover.Pace
 	// ReplyPerKey takes the target's reply to every command of the snapshot,
 	// instead of turning replies off and proving afterwards from the
 	// target's error counts that none failed (faster; see verifyQuiet).
@@ -104,12 +109,18 @@ const (
 	DefaultReplicaWait    = time.Minute
 	DefaultWindow         = 1000
 	DefaultBigKeyElements = 8192
-	DefaultChunk          = 1000
+	DefaultChunk          = chunk.DefaultElements
+	DefaultChunkTime      = chunk.DefaultTime
 	// DefaultMaxSpool, 4 GiB, holds the whole RDB of a 4 GB source read
 	// slower than the network brings it, or minutes of a busy stream
 	// behind a stalled target, without filling a modest disk.
 	DefaultMaxSpool = 4 << 30
 )
+
+// chunkLimit bounds the commands that carry a big key's elements.
+func (o *Options) chunkLimit() chunk.Limit {
+	return chunk.Limit{Time: o.ChunkTime, Elements: o.Chunk}
+}
 
 func (o *Options) defaults() {
 	if o.TaskID == "" {
@@ -150,6 +161,9 @@ func (o *Options) defaults() {
 	}
 	if o.Chunk <= 0 {
 		o.Chunk = DefaultChunk
+	}
+	if o.ChunkTime <= 0 {
+		o.ChunkTime = DefaultChunkTime
 	}
 	if o.MaxSpool == 0 {
 		o.MaxSpool = DefaultMaxSpool

@@ -4,14 +4,13 @@ import (
 	"iter"
 	"math"
 	"strconv"
+
+	"github.com/slotmover/slotmover/chunk"
 )
 
-// DefaultChunk is the elements per command when Commands is given chunk <= 0.
-const DefaultChunk = 1000
-
 // Commands returns write commands that rebuild the value under key from
-// scratch, each as its arguments (command name first), with at most chunk
-// elements per command: SET, RPUSH, SADD, HSET (then HPEXPIREAT for field
+// scratch, each as its arguments (command name first), the elements cut
+// into commands within lim: SET, RPUSH, SADD, HSET (then HPEXPIREAT for field
 // TTLs), ZADD; for streams one XADD per entry with its explicit ID, then
 // XSETID (with ENTRIESADDED and MAXDELETEDID when the RDB has them), then per group XGROUP CREATE
 // with ENTRIESREAD, XGROUP CREATECONSUMER per consumer, and XCLAIM … FORCE
@@ -21,10 +20,7 @@ const DefaultChunk = 1000
 // What cannot be rebuilt: pending entries whose stream entry was deleted
 // (XCLAIM skips IDs that are not in the stream), and consumers' seen/active
 // times (XCLAIM sets them to now).
-func (o *Object) Commands(key []byte, chunk int) iter.Seq[[][]byte] {
-	if chunk <= 0 {
-		chunk = DefaultChunk
-	}
+func (o *Object) Commands(key []byte, lim chunk.Limit) iter.Seq[[][]byte] {
 	return func(yield func([][]byte) bool) {
 		switch o.Kind {
 		case KindString:
@@ -34,8 +30,8 @@ func (o *Object) Commands(key []byte, chunk int) iter.Seq[[][]byte] {
 			if o.Kind == KindSet {
 				name = "SADD"
 			}
-			for i := 0; i < len(o.Items); i += chunk {
-				part := o.Items[i:min(i+chunk, len(o.Items))]
+			for i, j := range lim.Split(name, len(o.Items), func(i int) int { return len(o.Items[i]) }) {
+				part := o.Items[i:j]
 				args := make([][]byte, 0, 2+len(part))
 				args = append(args, []byte(name), key)
 				if !yield(append(args, part...)) {
@@ -43,10 +39,10 @@ func (o *Object) Commands(key []byte, chunk int) iter.Seq[[][]byte] {
 				}
 			}
 		case KindHash:
-			hashCommands(o.Fields, key, chunk, yield)
+			hashCommands(o.Fields, key, lim, yield)
 		case KindZSet:
-			for i := 0; i < len(o.Members); i += chunk {
-				part := o.Members[i:min(i+chunk, len(o.Members))]
+			for i, j := range lim.Split("ZADD", len(o.Members), func(i int) int { return len(o.Members[i].Member) + 8 }) {
+				part := o.Members[i:j]
 				args := make([][]byte, 0, 2+2*len(part))
 				args = append(args, []byte("ZADD"), key)
 				for _, m := range part {
@@ -57,15 +53,15 @@ func (o *Object) Commands(key []byte, chunk int) iter.Seq[[][]byte] {
 				}
 			}
 		case KindStream:
-			streamCommands(o.Stream, key, chunk, yield)
+			streamCommands(o.Stream, key, lim, yield)
 		}
 	}
 }
 
-func hashCommands(fields []HashField, key []byte, chunk int, yield func([][]byte) bool) {
+func hashCommands(fields []HashField, key []byte, lim chunk.Limit, yield func([][]byte) bool) {
 	withTTL := 0
-	for i := 0; i < len(fields); i += chunk {
-		part := fields[i:min(i+chunk, len(fields))]
+	for i, j := range lim.Split("HSET", len(fields), func(i int) int { return len(fields[i].Field) + len(fields[i].Value) }) {
+		part := fields[i:j]
 		args := make([][]byte, 0, 2+2*len(part))
 		args = append(args, []byte("HSET"), key)
 		for _, f := range part {
@@ -95,8 +91,8 @@ func hashCommands(fields []HashField, key []byte, chunk int, yield func([][]byte
 	}
 	for _, t := range times {
 		names := byTime[t]
-		for i := 0; i < len(names); i += chunk {
-			part := names[i:min(i+chunk, len(names))]
+		for i, j := range lim.Split("HPEXPIREAT", len(names), func(i int) int { return len(names[i]) }) {
+			part := names[i:j]
 			args := make([][]byte, 0, 5+len(part))
 			args = append(args, []byte("HPEXPIREAT"), key, strconv.AppendInt(nil, t, 10),
 				[]byte("FIELDS"), strconv.AppendInt(nil, int64(len(part)), 10))
@@ -107,7 +103,7 @@ func hashCommands(fields []HashField, key []byte, chunk int, yield func([][]byte
 	}
 }
 
-func streamCommands(s *Stream, key []byte, chunk int, yield func([][]byte) bool) {
+func streamCommands(s *Stream, key []byte, lim chunk.Limit, yield func([][]byte) bool) {
 	for _, e := range s.Entries {
 		args := make([][]byte, 0, 3+len(e.Fields))
 		args = append(args, []byte("XADD"), key, []byte(e.ID.String()))
@@ -152,7 +148,7 @@ func streamCommands(s *Stream, key []byte, chunk int, yield func([][]byte) bool)
 		for i := 0; i < len(g.Pending); {
 			p := g.Pending[i]
 			j := i + 1
-			for j < len(g.Pending) && j-i < chunk && string(g.Pending[j].Consumer) == string(p.Consumer) &&
+			for j < len(g.Pending) && !lim.Full("XCLAIM", j-i, 0) && string(g.Pending[j].Consumer) == string(p.Consumer) &&
 				g.Pending[j].DeliveryTime == p.DeliveryTime && g.Pending[j].DeliveryCount == p.DeliveryCount {
 				j++
 			}

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slotmover/slotmover/chunk"
+
 	"github.com/hdt3213/rdb/crc64jones"
 	"github.com/hdt3213/rdb/lzf"
 	"github.com/redis/go-redis/v9"
@@ -269,7 +271,7 @@ func TestSyntheticOpcodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		var cmds []string
-		for args := range o.Commands(e.Key, 10) {
+		for args := range o.Commands(e.Key, chunk.Limit{Elements: 10}) {
 			cmds = append(cmds, string(bytes.Join(args, []byte(" "))))
 		}
 		if len(cmds) != 2 || !strings.HasPrefix(cmds[0], "HSET "+e.key) || cmds[1] != "HPEXPIREAT "+e.key+" 1900000000000 FIELDS 1 "+map[string]string{"hfe": "f1", "lpex": "b"}[e.key] {
@@ -516,7 +518,7 @@ func TestHugeListpack(t *testing.T) {
 			t.Fatal(err)
 		}
 		pipe := dc.Pipeline()
-		for args := range o.Commands(e.Key, 0) {
+		for args := range o.Commands(e.Key, chunk.Limit{}) {
 			cmd := make([]any, len(args))
 			for i, a := range args {
 				cmd[i] = a

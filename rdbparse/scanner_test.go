@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slotmover/slotmover/chunk"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/internal/localcluster"
@@ -206,7 +208,7 @@ func testScanAgainstRedis(t *testing.T, compression string) {
 			t.Fatalf("decode: %v", err)
 		}
 		pipe := dc.Pipeline()
-		for args := range o.Commands(e.Key, 500) {
+		for args := range o.Commands(e.Key, chunk.Limit{Elements: 500}) {
 			cmd := make([]any, len(args))
 			for i, a := range args {
 				cmd[i] = a

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slotmover/slotmover/chunk"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/cluster"
@@ -160,7 +162,7 @@ func TestSnapshotFilteredBySlot(t *testing.T) {
 
 func replayObject(ctx context.Context, c *redis.Client, obj *rdbparse.Object, e copied) error {
 	p := c.Pipeline()
-	for args := range obj.Commands([]byte(e.key), 1000) {
+	for args := range obj.Commands([]byte(e.key), chunk.Limit{}) {
 		a := make([]any, len(args))
 		for i, x := range args {
 			a[i] = x

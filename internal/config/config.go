@@ -140,6 +140,7 @@ type Move struct {
 	Window           int           `yaml:"window"`
 	BigKeyElements   uint64        `yaml:"big_key_elements"`
 	Chunk            int           `yaml:"chunk"`
+	ChunkTime        time.Duration `yaml:"chunk_time"`
 	ReplyPerKey      bool          `yaml:"reply_per_key"`
 	CleanupBatch     int           `yaml:"cleanup_batch"`
 	CleanupSleep     time.Duration `yaml:"cleanup_sleep"`
@@ -186,6 +187,7 @@ func Defaults() *Serve {
 			Window:         mover.DefaultWindow,
 			BigKeyElements: mover.DefaultBigKeyElements,
 			Chunk:          mover.DefaultChunk,
+			ChunkTime:      mover.DefaultChunkTime,
 			CleanupBatch:   cutover.DefaultBatch,
 			CleanupSleep:   DefaultCleanupSleep,
 			MaxSpool:       mover.DefaultMaxSpool,

@@ -95,6 +95,7 @@ move:
   window: 500
   big_key_elements: 10000
   chunk: 250
+  chunk_time: 3ms
   reply_per_key: true
   cleanup_batch: 100
   cleanup_sleep: 0s
@@ -121,7 +122,7 @@ func TestFileOnly(t *testing.T) {
 		Metrics: Metrics{Listen: "[::1]:7201"},
 		Tasks:   Tasks{Max: 4},
 		Move: Move{MaxLag: 1 << 20, PauseBudget: 3 * time.Second, FenceTimeout: 500 * time.Millisecond, MaxAttempts: 7,
-			MaxCatchUp: 20 * time.Minute, ReplicaWait: 2 * time.Minute, Window: 500, BigKeyElements: 10000, Chunk: 250,
+			MaxCatchUp: 20 * time.Minute, ReplicaWait: 2 * time.Minute, Window: 500, BigKeyElements: 10000, Chunk: 250, ChunkTime: 3 * time.Millisecond,
 			ReplyPerKey: true, CleanupBatch: 100, CleanupSleep: 0, MaxSpool: 8 << 20, AllowEviction: true, KeepSourceConfig: true,
 			Snapshot: "keys"},
 		Log: Log{Level: "debug", Format: "json"},
@@ -325,7 +326,7 @@ func TestNodeConnTLS(t *testing.T) {
 
 func TestMoveOptions(t *testing.T) {
 	c, err := Load(strings.Fields("--node h:1 --max-lag 5 --pause-budget 4s --fence-timeout 1s --max-attempts 6 --max-catch-up 7m "+
-		"--replica-wait 8s --window 9 --big-key-elements 10 --chunk 11 --reply-per-key --cleanup-batch 12 --cleanup-sleep 13ms "+
+		"--replica-wait 8s --window 9 --big-key-elements 10 --chunk 11 --chunk-time 2ms --reply-per-key --cleanup-batch 12 --cleanup-sleep 13ms "+
 		"--spool-dir "+t.TempDir()+" --max-spool 14 --allow-eviction --keep-source-config --snapshot rdb"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -336,7 +337,7 @@ func TestMoveOptions(t *testing.T) {
 	want := base
 	want.MaxLag, want.PauseBudget, want.FenceTimeout, want.MaxAttempts, want.MaxCatchUp = 5, 4*time.Second, time.Second, 6, 7*time.Minute
 	want.ReplicaWait, want.Window, want.BigKeyElements, want.Chunk, want.ReplyPerKey = 8*time.Second, 9, 10, 11, true
-	want.Cleanup = cutover.Pace{Batch: 12, Sleep: 13 * time.Millisecond}
+	want.Cleanup, want.ChunkTime = cutover.Pace{Batch: 12, Sleep: 13 * time.Millisecond}, 2*time.Millisecond
 	want.SpoolDir, want.MaxSpool, want.AllowEviction, want.KeepSourceConfig, want.Snapshot = c.Move.SpoolDir, 14, true, true, "rdb"
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %+v\nwant %+v", got, want)

@@ -122,6 +122,7 @@ func (m Move) Options(base mover.Options) mover.Options {
 	base.Window = m.Window
 	base.BigKeyElements = m.BigKeyElements
 	base.Chunk = m.Chunk
+	base.ChunkTime = m.ChunkTime
 	base.ReplyPerKey = m.ReplyPerKey
 	base.Cleanup = cutover.Pace{Batch: m.CleanupBatch, Sleep: m.CleanupSleep}
 	base.SpoolDir = m.SpoolDir

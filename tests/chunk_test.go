@@ -1,0 +1,160 @@
+package tests
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotmover/slotmover/chunk"
+	"github.com/slotmover/slotmover/mover"
+)
+
+// A big key's commands are cut by time and bytes, not by a count alone:
+// on either path, no command the target runs for a big hash of 4 KB
+// values carries more fields than the cost model lets into the chunk
+// time, small members still go a thousand to a command, and every key
+// arrives whole.
+func TestBigKeyCommandsFitTheChunkTime(t *testing.T) {
+	for _, path := range []string{mover.SnapshotRDB, mover.SnapshotKeys} {
+		t.Run(path, func(t *testing.T) { bigKeyCommandsFitTheChunkTime(t, path) })
+	}
+}
+
+func bigKeyCommandsFitTheChunkTime(t *testing.T, path string) {
+	c := fourMasters(t)
+	ctx := testContext(t, 3*time.Minute)
+	cc := c.Client()
+	defer cc.Close()
+	set := mustSlots(t, "0-9")
+	tag := tagIn(set, 0)
+	fat, thin, wide := tag+"fat-hash", tag+"thin-zset", tag+"wide-set"
+	const fatFields, thinMembers, wideMembers = 1500, 30_000, 3000
+	value := strings.Repeat("v", 4096)
+	for i := 0; i < thinMembers; i += 1000 {
+		p := cc.Pipeline()
+		for j := i; j < i+1000; j++ {
+			if j < fatFields {
+				p.HSet(ctx, fat, "f"+strconv.Itoa(j), value)
+			}
+			if j < wideMembers {
+				p.SAdd(ctx, wide, fmt.Sprintf("%02000d", j))
+			}
+			p.ZAdd(ctx, thin, redis.Z{Score: float64(j), Member: "m" + strconv.Itoa(j)})
+		}
+		if _, err := p.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cc.Expire(ctx, fat, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	source, target := c.Nodes[0].Client(), c.Nodes[3].Client()
+	defer source.Close()
+	defer target.Close()
+	for _, s := range []*redis.Client{source, target} {
+		for _, kv := range [][2]string{{"slowlog-log-slower-than", "0"}, {"slowlog-max-len", "100000"}} {
+			if err := s.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.SlowLogReset(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sum := moveAndCheck(t, c, 0, 3, set, []string{fat, thin, wide}, func(o *mover.Options) {
+		o.Snapshot, o.BigKeyElements = path, 1000
+	})
+	if sum.Snapshot != path || sum.BigKeys != 3 {
+		t.Fatalf("took the %s path with %d big keys, want %s with 3", sum.Snapshot, sum.BigKeys, path)
+	}
+
+	// The most elements one command may carry, by the cost model.
+	lim := chunk.Limit{Time: mover.DefaultChunkTime, Elements: mover.DefaultChunk}
+	most := func(command string, size int) int {
+		for start, end := range lim.Split(command, 100_000, func(int) int { return size }) {
+			return end - start
+		}
+		return 0
+	}
+	want := map[string]int{
+		fat:  most("HSET", len("f1499")+len(value)),
+		thin: most("ZADD", len("m29999")+8),
+		wide: most("SADD", 2000),
+	}
+	if want[fat] >= 100 || want[wide] >= 1000 || want[thin] != mover.DefaultChunk {
+		t.Fatalf("the cost model allows %v: not a test of sizing by bytes", want)
+	}
+	log, err := target.SlowLogGet(ctx, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	largest := map[string]int{}
+	for _, e := range log {
+		if len(e.Args) < 2 {
+			continue
+		}
+		name, key := strings.ToUpper(e.Args[0]), e.Args[1]
+		if name != "HSET" && name != "ZADD" && name != "SADD" {
+			continue
+		}
+		k := key
+		if _, ok := want[k]; !ok {
+			if !strings.HasPrefix(key, "__slotmover:") {
+				continue
+			}
+			// The RDB path builds a key under a temporary name, one type each here.
+			k = map[string]string{"HSET": fat, "ZADD": thin, "SADD": wide}[name]
+		}
+		per := 2
+		if name == "SADD" {
+			per = 1
+		}
+		n := (slowlogArgc(e.Args) - 2) / per
+		largest[k] = max(largest[k], n)
+	}
+	for k, w := range want {
+		if largest[k] != w {
+			t.Errorf("the target's largest command for %q carried %d elements, want %d (the cost model's most at %s)", k, largest[k], w, lim.Time)
+		}
+	}
+	if path != mover.SnapshotKeys {
+		return
+	}
+	// The source's scans: paced, the first of each key small.
+	slog, err := source.SlowLogGet(ctx, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	firsts := map[string]string{}
+	for i := len(slog) - 1; i >= 0; i-- { // the slow log is newest first
+		a := slog[i].Args
+		if len(a) == 5 && strings.HasSuffix(strings.ToUpper(a[0]), "SCAN") && strings.EqualFold(a[3], "COUNT") {
+			if _, seen := firsts[a[1]]; !seen {
+				firsts[a[1]] = a[4]
+			}
+			if n, _ := strconv.Atoi(a[4]); n > 16_384 {
+				t.Errorf("%s COUNT %d on the source", a[0], n)
+			}
+		}
+	}
+	for k := range want {
+		if firsts[k] != "256" {
+			t.Errorf("the first scan of %q had COUNT %q, want 256", k, firsts[k])
+		}
+	}
+}
+
+// slowlogArgc is the argument count of a slow log entry, which keeps 32
+// at most, the last then saying how many more there were.
+func slowlogArgc(args []string) int {
+	last := args[len(args)-1]
+	var more int
+	if _, err := fmt.Sscanf(last, "... (%d more arguments)", &more); err == nil {
+		return len(args) - 1 + more
+	}
+	return len(args)
+}
