@@ -41,7 +41,7 @@ type RunResult struct {
 	Snapshot string       `json:"snapshot,omitempty"`  // slotmover: the snapshot path(s) its tasks took
 	Tasks    []TaskResult `json:"tasks,omitempty"`
 
-	// The sources during the move (see SourceProbe): forks summed over
+	// The sources during the move (see ServerProbe): forks summed over
 	// them, PING latencies the worst of them (nil with Config.NoLatency).
 	Forks       *int64        `json:"forks,omitempty"`
 	StallMS     *int64        `json:"stall_max_ms,omitempty"` // the longest event of a source's main thread, in whole ms
@@ -49,7 +49,13 @@ type RunResult struct {
 	PingIdleP99 *float64      `json:"ping_idle_p99_ms,omitempty"`
 	PingP99     *float64      `json:"ping_p99_ms,omitempty"`
 	PingMax     *float64      `json:"ping_max_ms,omitempty"`
-	Sources     []SourceProbe `json:"sources,omitempty"`
+	Sources     []ServerProbe `json:"sources,omitempty"`
+	// The target's longest event, as StallMS is the sources'.
+	TargetStallMS    *int64        `json:"target_stall_max_ms,omitempty"`
+	TargetStallEvent string        `json:"target_stall_event,omitempty"`
+	Targets          []ServerProbe `json:"targets,omitempty"`
+	// Commands of 5 ms or more in the sources' and the target's slow logs.
+	StallsOver5MS, TargetStallsOver5MS int `json:"-"`
 
 	Error    string   `json:"error,omitempty"`    // the move failed
 	Warnings []string `json:"warnings,omitempty"` // a check after the move failed
@@ -195,7 +201,7 @@ func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, r
 		sources = append(sources, c.Nodes[sh.Source])
 	}
 	// The fork counts, and a second of idle PINGs, before the load starts.
-	pr, err := startProbe(ctx, sources, !cfg.NoLatency, cfg.MoveTimeout)
+	pr, err := startProbe(ctx, sources, []*localcluster.Server{c.Nodes[targetNode]}, !cfg.NoLatency, cfg.MoveTimeout)
 	if err != nil {
 		r.Error = fmt.Sprintf("probe the sources: %v", err)
 		return r
@@ -244,8 +250,8 @@ func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, r
 	}
 	r.WallMS = ms(time.Since(start))
 	cancel()
-	probes, perr := pr.finish(ctx)
-	r.Sources = probes
+	probes, targets, perr := pr.finish(ctx)
+	r.Sources, r.Targets = probes, targets
 	if perr != nil {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("the sources after the move: %v", perr))
 	} else {
@@ -255,8 +261,17 @@ func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, r
 			if sp.StallMS >= stall {
 				stall, r.StallEvent = sp.StallMS, sp.StallEvent
 			}
+			r.StallsOver5MS += sp.Over5MS
 		}
 		r.Forks, r.StallMS = &forks, &stall
+		var tstall int64
+		for _, tp := range targets {
+			if tp.StallMS >= tstall {
+				tstall, r.TargetStallEvent = tp.StallMS, tp.StallEvent
+			}
+			r.TargetStallsOver5MS += tp.Over5MS
+		}
+		r.TargetStallMS = &tstall
 	}
 	if !cfg.NoLatency {
 		var idle, p99, worst float64

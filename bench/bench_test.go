@@ -362,20 +362,24 @@ func deref(p *float64) any {
 	return *p
 }
 
-// The probe's stall is the source's own: a 25 ms command during the move
-// is reported as such, a longer one before the move is not.
-func TestProbeReportsTheSourcesLongestStall(t *testing.T) {
-	s := harness.ServerT(t, localcluster.Options{})
+// The probe's stalls are the servers' own: a 25 ms command on the source
+// and a 10 ms one on the target during the move are reported as such, a
+// longer one before the move is not.
+func TestProbeReportsTheLongestStalls(t *testing.T) {
+	s, tgt := harness.ServerT(t, localcluster.Options{}), harness.ServerT(t, localcluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c := s.Client()
+	c, tc := s.Client(), tgt.Client()
 	defer c.Close()
-	p, err := startProbe(ctx, []*localcluster.Server{s}, false, time.Minute)
+	defer tc.Close()
+	p, err := startProbe(ctx, []*localcluster.Server{s}, []*localcluster.Server{tgt}, false, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Do(ctx, "DEBUG", "SLEEP", "0.06").Err(); err != nil {
-		t.Fatal(err)
+	for _, cl := range []*redis.Client{c, tc} {
+		if err := cl.Do(ctx, "DEBUG", "SLEEP", "0.06").Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := p.resetStalls(ctx); err != nil {
 		t.Fatal(err)
@@ -384,11 +388,17 @@ func TestProbeReportsTheSourcesLongestStall(t *testing.T) {
 	if err := c.Do(ctx, "DEBUG", "SLEEP", "0.025").Err(); err != nil {
 		t.Fatal(err)
 	}
-	got, err := p.finish(ctx)
+	if err := tc.Do(ctx, "DEBUG", "SLEEP", "0.01").Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, targets, err := p.finish(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 1 || got[0].StallMS < 25 || got[0].StallMS >= 60 || got[0].StallEvent != "command (DEBUG)" {
-		t.Fatalf("probe %+v; want a stall of 25-59 ms, event command (DEBUG)", got)
+		t.Fatalf("source %+v; want a stall of 25-59 ms, event command (DEBUG)", got)
+	}
+	if len(targets) != 1 || targets[0].StallMS < 10 || targets[0].StallMS >= 60 || targets[0].StallEvent != "command (DEBUG)" {
+		t.Fatalf("target %+v; want a stall of 10-59 ms, event command (DEBUG)", targets)
 	}
 }

@@ -18,10 +18,11 @@ import (
 	"github.com/slotmover/slotmover/internal/localcluster"
 )
 
-// SourceProbe is what one source went through during a move: its forks,
-// its own longest stall, and the latency of a PING sent every ~1 ms, while
-// idle (the second before the move) and during the move.
-type SourceProbe struct {
+// ServerProbe is what one source or target went through during a move:
+// its forks, its own longest stall, and, for a source, the latency of a
+// PING sent every ~1 ms, while idle (the second before the move) and
+// during the move.
+type ServerProbe struct {
 	Addr  string `json:"addr"`
 	Forks int64  `json:"forks"` // INFO stats total_forks, after the move minus before
 	// LatestForkUS is INFO stats latest_fork_usec after the move, when it forked.
@@ -34,6 +35,10 @@ type SourceProbe struct {
 	// waits for a CPU; this does not.
 	StallMS    int64  `json:"stall_max_ms"`
 	StallEvent string `json:"stall_event,omitempty"`
+	// Over2MS and Over5MS count the commands of its slow log that took
+	// that long: a few stretched by waits for a CPU, or many too big.
+	Over2MS int `json:"commands_over_2ms"`
+	Over5MS int `json:"commands_over_5ms"`
 
 	PingsIdle   int     `json:"pings_idle,omitempty"`
 	PingsDuring int     `json:"pings_during,omitempty"`
@@ -57,6 +62,7 @@ const (
 // sleeps ~1 ms and PINGs again, from the idle window to the move's end.
 type probe struct {
 	srcs    []*pinger
+	tgts    []*localcluster.Server
 	moving  atomic.Bool
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -73,22 +79,25 @@ type pinger struct {
 	errs         int
 }
 
-// startProbe reads the sources' fork counts, has their latency monitors
-// record every event of 1 ms or more, and, with latency, starts the
+// startProbe reads the sources' fork counts, has the sources' and the
+// targets' latency monitors record every event of 1 ms or more, and, with
+// latency, starts the
 // pingers and lets them run for the idle window before it returns; the
 // caller calls resetStalls and moveStarts right before the move and
 // finish after it.
-func startProbe(ctx context.Context, srvs []*localcluster.Server, latency bool, bound time.Duration) (*probe, error) {
-	p := &probe{stop: make(chan struct{}), latency: latency}
-	for _, srv := range srvs {
-		n, _, err := forkStats(ctx, srv)
-		if err != nil {
-			return nil, err
-		}
+func startProbe(ctx context.Context, srvs, targets []*localcluster.Server, latency bool, bound time.Duration) (*probe, error) {
+	p := &probe{stop: make(chan struct{}), latency: latency, tgts: targets}
+	for _, srv := range append(slices.Clone(srvs), targets...) {
 		for _, kv := range [][2]string{{"latency-monitor-threshold", "1"}, {"slowlog-log-slower-than", "1000"}, {"slowlog-max-len", "4096"}} {
 			if err := onServer(ctx, srv, "CONFIG", "SET", kv[0], kv[1]); err != nil {
 				return nil, err
 			}
+		}
+	}
+	for _, srv := range srvs {
+		n, _, err := forkStats(ctx, srv)
+		if err != nil {
+			return nil, err
 		}
 		p.forks0 = append(p.forks0, n)
 		p.srcs = append(p.srcs, &pinger{srv: srv, addr: srv.Addr})
@@ -120,14 +129,18 @@ func startProbe(ctx context.Context, srvs []*localcluster.Server, latency bool, 
 // moveStarts sends the following PINGs' latencies to the move's bucket.
 func (p *probe) moveStarts() { p.moving.Store(true) }
 
-// resetStalls clears what the sources' latency monitors and slow logs saw
-// before the move.
+// resetStalls clears what the sources' and targets' latency monitors and
+// slow logs saw before the move.
 func (p *probe) resetStalls(ctx context.Context) error {
+	srvs := slices.Clone(p.tgts)
 	for _, s := range p.srcs {
-		if err := onServer(ctx, s.srv, "LATENCY", "RESET"); err != nil {
+		srvs = append(srvs, s.srv)
+	}
+	for _, srv := range srvs {
+		if err := onServer(ctx, srv, "LATENCY", "RESET"); err != nil {
 			return err
 		}
-		if err := onServer(ctx, s.srv, "SLOWLOG", "RESET"); err != nil {
+		if err := onServer(ctx, srv, "SLOWLOG", "RESET"); err != nil {
 			return err
 		}
 	}
@@ -135,26 +148,27 @@ func (p *probe) resetStalls(ctx context.Context) error {
 }
 
 // finish stops the pingers (a PING in flight is waited for: a stall at the
-// move's end counts), reads the fork counts again and the longest stalls.
-func (p *probe) finish(ctx context.Context) ([]SourceProbe, error) {
+// move's end counts), reads the fork counts again and the longest stalls,
+// of the sources and of the targets.
+func (p *probe) finish(ctx context.Context) (sources, targets []ServerProbe, err error) {
 	close(p.stop)
 	p.wg.Wait()
-	out := make([]SourceProbe, len(p.srcs))
+	out := make([]ServerProbe, len(p.srcs))
 	var firstErr error
 	for i, s := range p.srcs {
 		if s.conn != nil {
 			s.conn.Close()
 		}
-		sp := SourceProbe{Addr: s.addr, PingErrors: s.errs, PingsIdle: len(s.idle), PingsDuring: len(s.during)}
+		sp := ServerProbe{Addr: s.addr, PingErrors: s.errs, PingsIdle: len(s.idle), PingsDuring: len(s.during)}
 		sp.IdleP99MS = quantileMS(s.idle, 0.99)
 		sp.P50MS = quantileMS(s.during, 0.50)
 		sp.P99MS = quantileMS(s.during, 0.99)
 		sp.MaxMS = quantileMS(s.during, 1)
-		stall, event, err := longestStall(ctx, s.srv)
+		st, err := longestStall(ctx, s.srv)
 		if err != nil && firstErr == nil {
 			firstErr = err
 		}
-		sp.StallMS, sp.StallEvent = stall, event
+		sp.StallMS, sp.StallEvent, sp.Over2MS, sp.Over5MS = st.ms, st.event, st.over2, st.over5
 		if i < len(p.forks0) {
 			n, latest, err := forkStats(ctx, s.srv)
 			if err != nil && firstErr == nil {
@@ -169,7 +183,14 @@ func (p *probe) finish(ctx context.Context) ([]SourceProbe, error) {
 		}
 		out[i] = sp
 	}
-	return out, firstErr
+	for _, srv := range p.tgts {
+		st, err := longestStall(ctx, srv)
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		targets = append(targets, ServerProbe{Addr: srv.Addr, StallMS: st.ms, StallEvent: st.event, Over2MS: st.over2, Over5MS: st.over5})
+	}
+	return out, targets, firstErr
 }
 
 var pingCmd = []byte("*1\r\n$4\r\nPING\r\n")
@@ -280,42 +301,53 @@ func onServer(ctx context.Context, s *localcluster.Server, args ...any) error {
 	return nil
 }
 
+// stall is what a server's latency monitor and slow log saw.
+type stall struct {
+	ms           int64
+	event        string
+	over2, over5 int
+}
+
 // longestStall reads a server's LATENCY LATEST: the largest of its events'
 // maxima since the last LATENCY RESET, and that event's name, with the
-// slowest command of its slow log when the event is a command.
-func longestStall(ctx context.Context, s *localcluster.Server) (ms int64, event string, err error) {
+// slowest command of its slow log when the event is a command; and how
+// many commands of the slow log took 2 and 5 ms or more.
+func longestStall(ctx context.Context, s *localcluster.Server) (st stall, err error) {
 	c := s.Client()
 	defer c.Close()
 	events, err := c.Do(ctx, "LATENCY", "LATEST").Slice()
 	if err != nil {
-		return 0, "", fmt.Errorf("LATENCY LATEST on %s: %w", s.Addr, err)
+		return st, fmt.Errorf("LATENCY LATEST on %s: %w", s.Addr, err)
 	}
 	for _, e := range events {
 		// name, time of the latest, latest ms, max ms
 		f, _ := e.([]any)
 		if len(f) < 4 {
-			return 0, "", fmt.Errorf("LATENCY LATEST on %s: event %v", s.Addr, e)
+			return st, fmt.Errorf("LATENCY LATEST on %s: event %v", s.Addr, e)
 		}
 		name, _ := f[0].(string)
-		if top, _ := f[3].(int64); top > ms {
-			ms, event = top, name
+		if top, _ := f[3].(int64); top > st.ms {
+			st.ms, st.event = top, name
 		}
-	}
-	if event != "command" && event != "fast-command" {
-		return ms, event, nil
 	}
 	logged, err := c.SlowLogGet(ctx, -1).Result()
 	if err != nil {
-		return 0, "", fmt.Errorf("SLOWLOG GET on %s: %w", s.Addr, err)
+		return st, fmt.Errorf("SLOWLOG GET on %s: %w", s.Addr, err)
 	}
 	var slowest redis.SlowLog
 	for _, l := range logged {
 		if l.Duration > slowest.Duration && len(l.Args) > 0 {
 			slowest = l
 		}
+		if l.Duration >= 2*time.Millisecond {
+			st.over2++
+		}
+		if l.Duration >= 5*time.Millisecond {
+			st.over5++
+		}
 	}
-	if len(slowest.Args) > 0 {
-		event += " (" + strings.ToUpper(slowest.Args[0]) + ")"
+	if (st.event == "command" || st.event == "fast-command") && len(slowest.Args) > 0 {
+		st.event += " (" + strings.ToUpper(slowest.Args[0]) + ")"
 	}
-	return ms, event, nil
+	return st, nil
 }

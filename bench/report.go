@@ -40,14 +40,20 @@ type Row struct {
 	Snapshot   string   `json:"snapshot,omitempty"`
 
 	// Of the median run: the sources' forks during the move, their longest
-	// stall (see SourceProbe.StallMS) and their PING latencies (idle p99,
+	// stall (see ServerProbe.StallMS) and their PING latencies (idle p99,
 	// p99 and max during the move).
-	Forks       *int64   `json:"forks"`
-	StallMS     *int64   `json:"stall_max_ms"`
-	StallEvent  string   `json:"stall_event,omitempty"`
-	PingIdleP99 *float64 `json:"ping_idle_p99_ms"`
-	PingP99     *float64 `json:"ping_p99_ms"`
-	PingMax     *float64 `json:"ping_max_ms"`
+	Forks      *int64 `json:"forks"`
+	StallMS    *int64 `json:"stall_max_ms"`
+	StallEvent string `json:"stall_event,omitempty"`
+	// TargetStallMS is the target's longest event, as StallMS the sources'.
+	TargetStallMS    *int64 `json:"target_stall_max_ms"`
+	TargetStallEvent string `json:"target_stall_event,omitempty"`
+	// Commands of 5 ms or more in the sources' and the target's slow logs.
+	StallsOver5MS       int      `json:"commands_over_5ms"`
+	TargetStallsOver5MS int      `json:"target_commands_over_5ms"`
+	PingIdleP99         *float64 `json:"ping_idle_p99_ms"`
+	PingP99             *float64 `json:"ping_p99_ms"`
+	PingMax             *float64 `json:"ping_max_ms"`
 
 	ServerRedirects Redirects `json:"server_redirects"` // of the median run
 	ClientRedirects Redirects `json:"client_redirects"`
@@ -140,6 +146,8 @@ func (r *Report) summarize() {
 		}
 		row.PauseMS, row.SwitchMS, row.Snapshot = mid.PauseMS, mid.SwitchMS, mid.Snapshot
 		row.Forks, row.StallMS, row.StallEvent = mid.Forks, mid.StallMS, mid.StallEvent
+		row.TargetStallMS, row.TargetStallEvent = mid.TargetStallMS, mid.TargetStallEvent
+		row.StallsOver5MS, row.TargetStallsOver5MS = mid.StallsOver5MS, mid.TargetStallsOver5MS
 		row.PingIdleP99, row.PingP99, row.PingMax = mid.PingIdleP99, mid.PingP99, mid.PingMax
 		row.ServerRedirects, row.ClientRedirects, row.LoadOps = mid.ServerRedirects, mid.ClientRedirects, mid.LoadOps
 	}
@@ -185,13 +193,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	b.WriteString("wall: start of the move to its end, source cleanup included; switched: the target served the slots from then on\n" +
 		"snapshot: the path slotmover's tasks took; forks: the sources' total_forks during the move; " +
-		"stall: the longest event of a source's main thread during the move (its latency monitor, whole ms: a command, a script, a fork…; a command's name from its slow log); " +
+		"stall: the longest event of a source's main thread during the move (its latency monitor, whole ms: a command, a script, a fork…; a command's name from its slow log); target stall: the same on the target; n ≥5 ms: commands of its slow log that took 5 ms or more; " +
 		"ping: a PING to each source every ~1 ms, p99 in the idle second before the move, p99 and max during it (the worst source)\n" +
 		"redirects M/A/T: MOVED/ASK/TRYAGAIN " +
 		"replies of all nodes during the move (INFO errorstats); load saw: redirects the load's node clients got\n\n")
 
 	tw := tabwriter.NewWriter(&b, 2, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "workload\tmethod\twall\tvs slotmover\tswitched\tkeys moved\tkeys/s\tsnapshot\twrite pause\tforks\tstall\tping p99 idle\tping p99 move\tping max\tredirects M/A/T\tload saw\tload ops\tlost writes\tcheck\t")
+	fmt.Fprintln(tw, "workload\tmethod\twall\tvs slotmover\tswitched\tkeys moved\tkeys/s\tsnapshot\twrite pause\tforks\tstall\ttarget stall\tping p99 idle\tping p99 move\tping max\tredirects M/A/T\tload saw\tload ops\tlost writes\tcheck\t")
 	msOrDash := func(p *float64) string {
 		if p == nil {
 			return "-"
@@ -199,13 +207,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 		return fmt.Sprintf("%.2f ms", *p)
 	}
 	for _, row := range r.Rows {
-		wall, ratio, switched, kps, pause, snap, forks, stall := "-", "-", "-", "-", "-", "-", "-", "-"
-		if row.StallMS != nil {
-			stall = fmt.Sprintf("%d ms", *row.StallMS)
-			if row.StallEvent != "" {
-				stall += " " + row.StallEvent
-			}
-		}
+		wall, ratio, switched, kps, pause, snap, forks := "-", "-", "-", "-", "-", "-", "-"
+		stall, tstall := stallCell(row.StallMS, row.StallEvent, row.StallsOver5MS), stallCell(row.TargetStallMS, row.TargetStallEvent, row.TargetStallsOver5MS)
 		if row.Snapshot != "" {
 			snap = row.Snapshot
 		}
@@ -239,8 +242,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 			check = "WARN"
 		}
 		srv := row.ServerRedirects
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d/%d\t%d\t%d\t%d\t%s\t\n",
-			row.Workload, row.Method, wall, ratio, switched, row.KeysMoved, kps, snap, pause, forks, stall,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d/%d\t%d\t%d\t%d\t%s\t\n",
+			row.Workload, row.Method, wall, ratio, switched, row.KeysMoved, kps, snap, pause, forks, stall, tstall,
 			msOrDash(row.PingIdleP99), msOrDash(row.PingP99), msOrDash(row.PingMax),
 			srv.Moved, srv.Ask, srv.TryAgain, row.ClientRedirects.Total(), row.LoadOps, row.LostWrites, check)
 	}
@@ -291,4 +294,20 @@ func (r *Report) WriteTable(w io.Writer) error {
 		return fmt.Errorf("write table: %w", err)
 	}
 	return nil
+}
+
+// stallCell is a stall in the table: its ms and event, and how many
+// commands took 5 ms or more; "-" for none read.
+func stallCell(ms *int64, event string, over5 int) string {
+	if ms == nil {
+		return "-"
+	}
+	s := fmt.Sprintf("%d ms", *ms)
+	if event != "" {
+		s += " " + event
+	}
+	if over5 > 0 {
+		s += fmt.Sprintf(", %d ≥5 ms", over5)
+	}
+	return s
 }

@@ -5,8 +5,9 @@
 // on the source by the round trips they take.
 //
 // A fixed element count is wrong both ways: 1,000 members of 16 bytes are
-// a 0.6 ms ZADD, 1,000 of 4 KB a 20 ms one; and a small count turns a
-// sorted set of 200,000 small members into hundreds of round trips.
+// a 0.8 ms ZADD (9 ms while the key's table doubles), 1,000 of 4 KB a
+// 20 ms one; and a small count turns a sorted set of 200,000 small
+// members into hundreds of round trips.
 package chunk
 
 import (
@@ -21,27 +22,33 @@ type Cost struct {
 	Byte    float64
 }
 
-// costs were measured on Redis 7.0.15 (2-core VM, jemalloc), from the
-// slow log at slowlog-log-slower-than 0, as the median of 60-100
-// commands of 500 elements each, into (or out of) keys of the size this
-// is for: a hash of 1M fields, sorted sets, sets and lists of 200k; each
-// part the dearer of two runs (small keys are cheaper per element: their
-// tables fit in the CPU's cache). The per-element part is that of 16-byte
-// elements, the per-byte part the slope to 1 KB and 4 KB elements.
-// docs/benchmarks.md has the tables.
+// costs were measured on Redis 7.0.15 (2-core VM, jemalloc) from the
+// slow log at slowlog-log-slower-than 0; docs/benchmarks.md has the
+// tables. Per byte: the slope from 16-byte to 1 KB and 4 KB elements, as
+// the median of 60-100 commands of 500 elements.
+//
+// Per element, for the writes that build a key on the target: the worst
+// command seen while a key grows from nothing to 1M elements, over its
+// elements. A hash, set or sorted set doubles its table as it grows, and
+// the commands right after a doubling run about ten times the median
+// (1,000 fields: 0.5 ms at the median, 8.6 ms at worst; 100 fields: 1.2 ms
+// at worst), so the median would let those commands far past the bound.
+//
+// Per element, for the scans that read a key on the source: the median
+// on keys of the size this is for (a hash of 1M fields, sets and sorted
+// sets of 200k), the dearer of two runs; a scan does not grow the key.
 var costs = map[string]Cost{
-	"ZADD":       {Element: 620, Byte: 5.2},
-	"HSET":       {Element: 780, Byte: 5.5},
-	"SADD":       {Element: 500, Byte: 5.6},
-	"RPUSH":      {Element: 75, Byte: 5.0},
-	"ZSCAN":      {Element: 920, Byte: 0.6},
-	"HSCAN":      {Element: 1100, Byte: 0.4},
-	"SSCAN":      {Element: 520, Byte: 0.7},
-	"HPEXPIREAT": {Element: 800, Byte: 1},
+	"HSET":  {Element: 9000, Byte: 5.5},
+	"ZADD":  {Element: 9200, Byte: 5.2},
+	"SADD":  {Element: 8600, Byte: 5.6},
+	"RPUSH": {Element: 1250, Byte: 5.0},
+	"ZSCAN": {Element: 920, Byte: 0.6},
+	"HSCAN": {Element: 1100, Byte: 0.4},
+	"SSCAN": {Element: 520, Byte: 0.7},
 }
 
 // unknown is the cost of a command the table lacks: the dearest of it.
-var unknown = Cost{Element: 1100, Byte: 5.6}
+var unknown = Cost{Element: 9200, Byte: 5.6}
 
 // CostOf returns the cost of the named command (upper case).
 func CostOf(command string) Cost {
@@ -53,9 +60,9 @@ func CostOf(command string) Cost {
 
 // Defaults.
 const (
-	// DefaultTime leaves a busy server (whose commands run several times
-	// slower than idle) well under a 5 ms event.
-	DefaultTime = time.Millisecond
+	// DefaultTime leaves a busy server (whose commands run up to twice as
+	// long as idle) under a 5 ms event.
+	DefaultTime = 2 * time.Millisecond
 	// DefaultElements caps a command when the cost model allows more:
 	// beyond it a command saves nothing on a pipelined connection.
 	DefaultElements = 1000
