@@ -45,9 +45,9 @@ type Options struct {
 	Window         int    // unanswered commands in flight to the target
 	BigKeyElements uint64 // collections with at least this many elements are replayed as chunked commands
 	Chunk          int    // elements per command for big keys, at most
-	// ChunkTime bounds each command that carries a big key's elements, the
-	// source's scans (by their round trips) and the target's writes (by
-	// chunk's cost model).
+	// ChunkTime bounds, by package chunk's cost model, each command that
+	// carries a big key's elements: the source's scans and the target's
+	// writes.
 	ChunkTime time.Duration
 	Cleanup   cutover.Pace
 	// ReplyPerKey takes the target's reply to every command of the snapshot,

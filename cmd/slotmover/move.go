@@ -43,7 +43,7 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&o.BigKeyElements, "big-key-elements", mover.DefaultBigKeyElements, "replay collections with at least this many elements as chunked commands")
 	fs.BoolVar(&o.ReplyPerKey, "reply-per-key", false, "check the target's reply to every snapshot command instead of turning replies off and proving from its error counts that none failed (slower)")
 	fs.IntVar(&o.Chunk, "chunk", mover.DefaultChunk, "elements per command when replaying a big key, at most")
-	fs.DurationVar(&o.ChunkTime, "chunk-time", mover.DefaultChunkTime, "the longest a big key's scan on the source (by its round trip) or write on the target (by the cost model) may take")
+	fs.DurationVar(&o.ChunkTime, "chunk-time", mover.DefaultChunkTime, "the longest a big key's scan on the source or write on the target may hold that server, by a cost model measured per element and byte")
 	fs.IntVar(&o.Cleanup.Batch, "cleanup-batch", cutover.DefaultBatch, "orphaned keys removed from the source per round trip")
 	fs.DurationVar(&o.Cleanup.Sleep, "cleanup-sleep", time.Millisecond, "pause between cleanup batches")
 	fs.StringVar(&o.SpoolDir, "spool-dir", "", "directory for stream spool files (default the system temp dir)")

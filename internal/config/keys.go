@@ -80,7 +80,7 @@ var keys = []*key{
 	{path: "move.window", flag: "window", usage: "unanswered `commands` in flight to the target"},
 	{path: "move.big_key_elements", flag: "big-key-elements", usage: "replay collections with at least this many `elements` as chunked commands"},
 	{path: "move.chunk", flag: "chunk", usage: "`elements` per command when replaying a big key, at most"},
-	{path: "move.chunk_time", flag: "chunk-time", usage: "the longest a big key's scan on the source (by its round trip) or write on the target (by the cost model) may take"},
+	{path: "move.chunk_time", flag: "chunk-time", usage: "the longest a big key's scan on the source or write on the target may hold that server, by a cost model measured per element and byte"},
 	{path: "move.reply_per_key", flag: "reply-per-key", usage: "check the target's reply to every snapshot command instead of proving from its error counts that none failed (slower)"},
 	{path: "move.cleanup_batch", flag: "cleanup-batch", usage: "orphaned `keys` removed from the source per round trip"},
 	{path: "move.cleanup_sleep", flag: "cleanup-sleep", usage: "pause between cleanup batches"},
