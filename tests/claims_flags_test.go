@@ -95,9 +95,10 @@ func TestClaimsFlagsTLS(t *testing.T) {
 //   - --spool-dir: while the target is held, the stream backlog (> the
 //     64 MiB a spool keeps in memory) spills to a file the mover holds open
 //     there (already unlinked); the directory is empty at the end.
-//   - --chunk 250 with --big-key-elements 1000: each big list, set, hash
-//     and zset of 3000 elements reaches the target as 12 RPUSH/SADD/HSET/
-//     ZADD calls (its commandstats).
+//   - --chunk 250 with --big-key-elements 1000 and --chunk-time 1s (so
+//     the element cap, not the time, sizes the commands): each big list,
+//     set, hash and zset of 3000 elements reaches the target as 12
+//     RPUSH/SADD/HSET/ZADD calls (its commandstats).
 //   - --reply-per-key: the target never gets CLIENT REPLY (commandstats).
 //   - --cleanup-batch 4: every UNLINK script the cleanup sends to the
 //     source (slow log) names at most 4 keys, and all of them add up to the
@@ -134,7 +135,7 @@ func TestClaimsFlagsTunables(t *testing.T) {
 	const taskID = "flags-task"
 	cmd := exec.Command(slotmoverBin, "move", "--json", "--source", c.Nodes[0].Addr, "--target", c.Nodes[3].Addr, "--slots", set.String(),
 		"--task-id", taskID, "--max-lag", strconv.Itoa(1<<30), "--window", "1", "--max-attempts", "1000", "--pause-budget", budget.String(),
-		"--big-key-elements", "1000", "--chunk", strconv.Itoa(chunk), "--reply-per-key",
+		"--big-key-elements", "1000", "--chunk", strconv.Itoa(chunk), "--chunk-time", "1s", "--reply-per-key",
 		"--cleanup-batch", strconv.Itoa(batch), "--cleanup-sleep", sleep.String(), "--spool-dir", spool)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
