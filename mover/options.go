@@ -199,30 +199,33 @@ type Summary struct {
 	// TargetRunID is the target's run_id when the move began: while it is
 	// unchanged, the target has held every key of the slots it claimed
 	// (see fix.Held).
-	TargetRunID     string   `json:"target_run_id,omitempty"`
-	Slots           string   `json:"slots"`
-	Result          string   `json:"result"` // moved, refused, rolled_back, cancelled, stuck
-	Phase           Phase    `json:"phase"`
-	Error           string   `json:"error,omitempty"`
-	Repair          []string `json:"repair,omitempty"`
-	KeysCopied      int64    `json:"keys_copied"`
-	BytesCopied     int64    `json:"bytes_copied"`
-	BigKeys         int64    `json:"big_keys"`
-	DeltaCommands   int64    `json:"delta_commands"`
-	KeysResynced    int64    `json:"keys_resynced"`   // keys of multi-key writes copied again from the source
-	Snapshot        string   `json:"snapshot"`        // the path the snapshot took: rdb or keys
-	SnapshotReason  string   `json:"snapshot_reason"` // why
-	RDBBytes        int64    `json:"rdb_bytes"`
-	SpoolPeakBytes  int64    `json:"spool_peak_bytes"` // the most the replica link held unread, in memory and spool files
-	SnapshotMS      int64    `json:"snapshot_ms"`
-	CatchupMS       int64    `json:"catchup_ms"`
-	PauseMS         float64  `json:"pause_ms"`
-	SwitchMS        int64    `json:"switch_ms"`  // from the start until the target served the slots
-	CleanupMS       int64    `json:"cleanup_ms"` // removing the orphans from the source, after the switch
-	TotalMS         int64    `json:"total_ms"`
-	CutoverAttempts int      `json:"cutover_attempts"`
-	FenceOffset     int64    `json:"fence_offset"`   // the source's offset when its write pause began
-	ReleaseOffset   int64    `json:"release_offset"` // its offset at the release, which the target reached before it claimed
+	TargetRunID    string   `json:"target_run_id,omitempty"`
+	Slots          string   `json:"slots"`
+	Result         string   `json:"result"` // moved, refused, rolled_back, cancelled, stuck
+	Phase          Phase    `json:"phase"`
+	Error          string   `json:"error,omitempty"`
+	Repair         []string `json:"repair,omitempty"`
+	KeysCopied     int64    `json:"keys_copied"`
+	BytesCopied    int64    `json:"bytes_copied"`
+	BigKeys        int64    `json:"big_keys"`
+	DeltaCommands  int64    `json:"delta_commands"`
+	KeysResynced   int64    `json:"keys_resynced"`   // keys of multi-key writes copied again from the source
+	Snapshot       string   `json:"snapshot"`        // the path the snapshot took: rdb or keys
+	SnapshotReason string   `json:"snapshot_reason"` // why
+	// Prediction is what the cost model predicted of the move by each
+	// path, where the preflight got that far; TotalMS is what it took.
+	Prediction      *PathPrediction `json:"prediction,omitempty"`
+	RDBBytes        int64           `json:"rdb_bytes"`
+	SpoolPeakBytes  int64           `json:"spool_peak_bytes"` // the most the replica link held unread, in memory and spool files
+	SnapshotMS      int64           `json:"snapshot_ms"`
+	CatchupMS       int64           `json:"catchup_ms"`
+	PauseMS         float64         `json:"pause_ms"`
+	SwitchMS        int64           `json:"switch_ms"`  // from the start until the target served the slots
+	CleanupMS       int64           `json:"cleanup_ms"` // removing the orphans from the source, after the switch
+	TotalMS         int64           `json:"total_ms"`
+	CutoverAttempts int             `json:"cutover_attempts"`
+	FenceOffset     int64           `json:"fence_offset"`   // the source's offset when its write pause began
+	ReleaseOffset   int64           `json:"release_offset"` // its offset at the release, which the target reached before it claimed
 	// ReleaseRefusals counts the guarded releases (Valkey 8) that the
 	// source refused because writes came through a broken pause.
 	ReleaseRefusals int   `json:"release_refusals"`

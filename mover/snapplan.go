@@ -26,17 +26,6 @@ const (
 	SnapshotKeys = "keys"
 )
 
-// keysPathMaxShare is the share of the source's keys past which auto takes
-// the RDB: reading keys one by one costs the source more per key than a
-// fork and a serialization of them all. Measured with `slotmover bench`
-// (Redis 7.0.15, 2 cores) on 2 December 2026, with the keys path of that
-// day: one source, 1M keys of 512 B, `--workloads small --slots 0-N`,
-// median of 2: the keys path's wall time over the RDB path's was 0.38 at
-// 10% of the source's keys, 0.57 at 20%, 0.98 at 33%. Three sources at
-// once, 25% of each (`scaleout`): 0.68 with 1M keys, 0.52 with 1M of mixed
-// types, 0.60 with 10M keys. (Earlier keys paths crossed near 10%.)
-const keysPathMaxShare = 0.30
-
 // snapshotPlan is the snapshot path a move takes, and why.
 type snapshotPlan struct {
 	path          string
@@ -47,6 +36,7 @@ type snapshotPlan struct {
 	anySlot       bool       // a script may read keys of several slots (7.0+)
 	known         *keySet    // the moving keys the survey found not big
 	startBacklog  bool       // the source keeps no backlog yet: start one (stream.StartBacklog)
+	prediction    *PathPrediction
 }
 
 // checkVersions takes the RDB path, or refuses, when the source's DUMPs
@@ -60,7 +50,7 @@ func (sp *snapshotPlan) checkVersions(asked bool, targetVersion int) error {
 	if asked {
 		return fmt.Errorf("--snapshot keys cannot run: %s", reason)
 	}
-	*sp = snapshotPlan{path: SnapshotRDB, reason: reason}
+	*sp = snapshotPlan{path: SnapshotRDB, reason: reason, prediction: sp.prediction}
 	return nil
 }
 
@@ -144,8 +134,20 @@ func planSnapshot(ctx context.Context, o Options, p *participants) (snapshotPlan
 	if total > 0 {
 		share = float64(moving) / float64(total)
 	}
-	if !asked && share > keysPathMaxShare {
-		return rdb("the move takes %.1f%% of the source's keys (the keys path is faster below %.0f%%)", 100*share, 100*keysPathMaxShare)
+	facts, err := readPathFacts(ctx, p, moving, total)
+	if err != nil {
+		return snapshotPlan{}, err
+	}
+	// The survey is a third of the keys path's cost: a path predicted
+	// slower without big keys is not surveyed for them (a whole shard
+	// would spend seconds on it). Big hashes and sets could tip it back,
+	// rarely: they cost the RDB path at most twice as much an element.
+	if keys, rdbCost := predictPaths(facts); !asked {
+		if path, why := choosePath(keys, rdbCost); path == SnapshotRDB {
+			plan, err := rdb("the move takes %.1f%% of the source's keys; %s", 100*share, why)
+			plan.prediction = prediction(facts)
+			return plan, err
+		}
 	}
 	var version int
 	known := newKeySet()
@@ -162,18 +164,39 @@ func planSnapshot(ctx context.Context, o Options, p *participants) (snapshotPlan
 			if !slices.Contains(slotread.ScanTypes, b.Type) {
 				return rdb("key %q is a %s of %d elements, too big to read in one short call (big hashes, sets and sorted sets are read in chunks)", b.Name, b.Type, b.Units)
 			}
+			facts.bigElements[b.Type] += b.Units
 		}
 		version = max(version, rdbparse.DumpVersion(sv.Sample))
 		for _, k := range sv.Small {
 			known.add(k.Name, k.Units)
 		}
 	}
-	reason := fmt.Sprintf("the move takes %.1f%% of the source's keys", 100*share)
+	keys, rdbCost := predictPaths(facts)
+	path, why := choosePath(keys, rdbCost)
+	reason := fmt.Sprintf("the move takes %.1f%% of the source's keys; %s", 100*share, why)
 	if asked {
 		reason = "asked for; " + reason
+	} else if path == SnapshotRDB {
+		plan, err := rdb("%s", reason)
+		plan.prediction = prediction(facts)
+		return plan, err
 	}
 	return snapshotPlan{path: SnapshotKeys, reason: reason, groups: groupSlots(set, counts, listKeysPerGroup),
-		sourceVersion: version, fieldTTLs: fieldTTLs, anySlot: anySlot, known: known, startBacklog: startBacklog}, nil
+		sourceVersion: version, fieldTTLs: fieldTTLs, anySlot: anySlot, known: known, startBacklog: startBacklog,
+		prediction: prediction(facts)}, nil
+}
+
+// readPathFacts reads what the cost model needs of the source.
+func readPathFacts(ctx context.Context, p *participants, moving, total int64) (pathFacts, error) {
+	f := pathFacts{movingKeys: moving, sourceKeys: total, bigElements: map[string]int64{}}
+	var err error
+	if f.sourceMemory, err = info.ReadInt(ctx, p.source, "memory", "used_memory"); err != nil {
+		return f, err
+	}
+	if f.lastForkUS, err = info.ReadInt(ctx, p.source, "stats", "latest_fork_usec"); err != nil {
+		return f, err
+	}
+	return f, nil
 }
 
 // surveyKeysPerCall bounds the keys a survey call looks at: it reads the

@@ -45,7 +45,7 @@ func TestMoveCancel(t *testing.T) {
 			var phase atomic.Value
 			cancelErr := make(chan error, 1)
 			opts := Options{
-				Source: Conn{Addr: cl.Nodes[0].Addr}, Target: Conn{Addr: cl.Nodes[2].Addr}, Slots: set,
+				Source: Conn{Addr: cl.Nodes[0].Addr}, Target: Conn{Addr: cl.Nodes[2].Addr}, Slots: set, Snapshot: SnapshotRDB,
 				Progress: func(p Progress) {
 					phase.Store(p.Phase)
 					if c.at != "" && p.Phase == c.at && len(cancelErr) == 0 {
@@ -125,7 +125,7 @@ func TestMoveRestoresTheSourcesSettings(t *testing.T) {
 			defer cancel()
 			cl, source, target, set := settingsTestCluster(t)
 			w := watchSyncSettings(t, cl.Nodes[0].Addr)
-			opts := Options{Source: Conn{Addr: cl.Nodes[0].Addr}, Target: Conn{Addr: cl.Nodes[2].Addr}, Slots: set}
+			opts := Options{Source: Conn{Addr: cl.Nodes[0].Addr}, Target: Conn{Addr: cl.Nodes[2].Addr}, Slots: set, Snapshot: SnapshotRDB}
 			if c.opts != nil {
 				c.opts(&opts)
 			}
@@ -161,7 +161,7 @@ func TestMoveRestoresTheSourcesSettings(t *testing.T) {
 		w := watchSyncSettings(t, cl.Nodes[0].Addr)
 		var inSnapshot atomic.Bool
 		w.during = &inSnapshot
-		sum, err := Run(ctx, Options{Source: Conn{Addr: cl.Nodes[0].Addr}, Target: Conn{Addr: cl.Nodes[2].Addr}, Slots: set, KeepSourceConfig: true,
+		sum, err := Run(ctx, Options{Source: Conn{Addr: cl.Nodes[0].Addr}, Target: Conn{Addr: cl.Nodes[2].Addr}, Slots: set, Snapshot: SnapshotRDB, KeepSourceConfig: true,
 			Progress: func(p Progress) { inSnapshot.Store(p.Phase == PhaseSnapshot) }})
 		seen := w.stop()
 		if err != nil || sum.Result != ResultMoved {

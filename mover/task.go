@@ -343,7 +343,7 @@ func (t *task) startCopy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	t.sum.Snapshot, t.sum.SnapshotReason = t.snap.path, t.snap.reason
+	t.sum.Snapshot, t.sum.SnapshotReason, t.sum.Prediction = t.snap.path, t.snap.reason, t.snap.prediction
 	t.log.Info("snapshot path", "path", t.snap.path, "reason", t.snap.reason)
 	app, err := apply.Dial(ctx, t.opts.Target, t.opts.Window, -1)
 	if err != nil {

@@ -22,7 +22,7 @@ import (
 // The keys path (no fork, no RDB: the link continues the source's history
 // and only the chosen slots' keys are read) moves every key of every type
 // exactly, under a writer that loses nothing, and auto takes it for a
-// small share of the source and the RDB otherwise, saying why. The source
+// small share of the source and the RDB for many small keys, saying why. The source
 // never had a replica, so it keeps no backlog: the first move starts one,
 // without a fork.
 func TestKeysSnapshot(t *testing.T) {
@@ -64,8 +64,12 @@ func TestKeysSnapshot(t *testing.T) {
 	if n := forks(); n != forksBefore {
 		t.Fatalf("the source forked %d times during keys-path moves", n-forksBefore)
 	}
-	sum = moveAndCheck(t, c, 0, 3, mustSlots(t, "110-5400"), keys)
-	if sum.Snapshot != mover.SnapshotRDB || !strings.Contains(sum.SnapshotReason, "faster below") {
+	// The rest of the shard, with 40k small keys more: many keys in little
+	// memory, which the RDB path copies far cheaper than key by key.
+	rest := mustSlots(t, "110-5400")
+	keys = append(keys, loadSmall(t, cc, 40_000, rest)...)
+	sum = moveAndCheck(t, c, 0, 3, rest, keys)
+	if sum.Snapshot != mover.SnapshotRDB || !strings.Contains(sum.SnapshotReason, "predicted keys") || sum.Prediction == nil || sum.Prediction.RDBMS >= sum.Prediction.KeysMS {
 		t.Fatalf("auto on the rest of the shard took %q: %s", sum.Snapshot, sum.SnapshotReason)
 	}
 
@@ -260,4 +264,30 @@ func TestKeysPathReadsBigKeysInChunks(t *testing.T) {
 			sum.BigKeys, sum.DeltaCommands, sum.KeysResynced)
 	}
 	t.Logf("%d writes during the move; %d delta commands; %d big-key reads started over (ZPOPMIN); %d ms", ops.Load(), sum.DeltaCommands, sum.KeysResynced, sum.TotalMS)
+}
+
+// loadSmall writes n keys of one byte in set, none with a TTL, and
+// returns their names.
+func loadSmall(t *testing.T, cc *redis.ClusterClient, n int, set *slots.Set) []string {
+	t.Helper()
+	ctx := context.Background()
+	var names []string
+	p := cc.Pipeline()
+	for i := 0; len(names) < n; i++ {
+		k := fmt.Sprint("small:", i)
+		if !set.Contains(slots.ForString(k)) {
+			continue
+		}
+		names = append(names, k)
+		p.Set(ctx, k, "v", 0)
+		if p.Len() == 1000 {
+			if _, err := p.Exec(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := p.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return names
 }
