@@ -182,6 +182,7 @@ func (l *Local) start(e *entry, sourceAddr string) {
 			t.setPhase(string(sum.Phase))
 			t.Result = sum.Result
 			t.Snapshot = cmp.Or(sum.Snapshot, t.Snapshot)
+			t.SnapshotReason, t.Prediction, t.TotalMS = sum.SnapshotReason, sum.Prediction, sum.TotalMS
 			t.FenceOffset, t.ReleaseOffset = sum.FenceOffset, sum.ReleaseOffset
 			t.WritePauseMS, t.Retries = sum.PauseMS, max(sum.CutoverAttempts-1, 0)
 			t.KeysCopied, t.BytesCopied, t.OrphansRemoved = sum.KeysCopied, sum.BytesCopied, sum.OrphansRemoved

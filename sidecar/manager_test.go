@@ -102,6 +102,10 @@ func TestImportFromTwoSources(t *testing.T) {
 		if task.State != StateCompleted || task.Result != mover.ResultMoved || task.EndTime.IsZero() || task.KeysCopied == 0 || task.Dest != c.IDs[3] {
 			t.Fatalf("task %+v", task)
 		}
+		// The record says which path ran, why, what was predicted and what it took.
+		if p := task.Prediction; task.Snapshot == mover.SnapshotAuto || task.SnapshotReason == "" || p == nil || p.KeysMS <= 0 || p.RDBMS <= 0 || p.MovingKeys == 0 || task.TotalMS <= 0 {
+			t.Fatalf("task %s: path %q (%s), prediction %+v, total %d ms", task.ID, task.Snapshot, task.SnapshotReason, p, task.TotalMS)
+		}
 		mu.Lock()
 		got := phases[task.ID]
 		mu.Unlock()

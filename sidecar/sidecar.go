@@ -33,17 +33,22 @@ type Task struct {
 	DestAddr   string `json:"dest_addr"`
 	// DestRunID is the local master's run_id when the task began: after a
 	// crash past the claim, what tells fix it has not restarted since.
-	DestRunID  string    `json:"dest_run_id,omitempty"`
-	Operation  string    `json:"operation"` // "import"
-	State      string    `json:"state"`
-	Phase      string    `json:"phase"`            // the mover's phase (preflight … cleanup, done)
-	Snapshot   string    `json:"snapshot"`         // how the keys are first copied: the setting, then the path taken (rdb, keys)
-	Result     string    `json:"result,omitempty"` // the mover's result once over (moved, rolled_back, stuck…)
-	LastError  string    `json:"last_error,omitempty"`
-	Retries    int       `json:"retries"` // cutover attempts beyond the first
-	CreateTime time.Time `json:"create_time"`
-	StartTime  time.Time `json:"start_time,omitzero"`
-	EndTime    time.Time `json:"end_time,omitzero"`
+	DestRunID string `json:"dest_run_id,omitempty"`
+	Operation string `json:"operation"` // "import"
+	State     string `json:"state"`
+	Phase     string `json:"phase"`    // the mover's phase (preflight … cleanup, done)
+	Snapshot  string `json:"snapshot"` // how the keys are first copied: the setting, then the path taken (rdb, keys)
+	// SnapshotReason says why that path, and Prediction what the cost
+	// model predicted of each (beside TotalMS, what the move took).
+	SnapshotReason string                `json:"snapshot_reason,omitempty"`
+	Prediction     *mover.PathPrediction `json:"prediction,omitempty"`
+	TotalMS        int64                 `json:"total_ms,omitempty"`
+	Result         string                `json:"result,omitempty"` // the mover's result once over (moved, rolled_back, stuck…)
+	LastError      string                `json:"last_error,omitempty"`
+	Retries        int                   `json:"retries"` // cutover attempts beyond the first
+	CreateTime     time.Time             `json:"create_time"`
+	StartTime      time.Time             `json:"start_time,omitzero"`
+	EndTime        time.Time             `json:"end_time,omitzero"`
 
 	WritePauseMS   float64 `json:"write_pause_ms"`
 	KeysCopied     int64   `json:"keys_copied"`
