@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -223,7 +224,11 @@ func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, r
 	case MethodReshard1000:
 		err = reshard(mctx, cfg, c, p, 1000, dir)
 	case MethodSlotmover, MethodSlotmoverRDB, MethodSlotmoverKeys:
-		r.Tasks, err = moveWithSlotmover(mctx, c, p, snapshotOf[method], dir)
+		// The label lets a profile (--cpuprofile) be narrowed to the moves:
+		// go tool pprof -tagfocus phase=move.
+		pprof.Do(mctx, pprof.Labels("phase", "move"), func(mctx context.Context) {
+			r.Tasks, err = moveWithSlotmover(mctx, c, p, snapshotOf[method], dir)
+		})
 		var paths []string
 		for _, t := range r.Tasks {
 			if r.PauseMS == nil || t.Summary.PauseMS > *r.PauseMS {

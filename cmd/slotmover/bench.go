@@ -55,7 +55,7 @@ median of --runs runs.
 	fs.DurationVar(&cfg.MoveTimeout, "move-timeout", bench.DefaultMoveTimeout, "give up a move after this long")
 	jsonOut := fs.Bool("json", false, "print the report as JSON instead of a table")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the moves, the fills and the checks; not the servers) to this `file`, for go tool pprof")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the moves, the fills and the checks; not the servers) to this `file`, for go tool pprof; -tagfocus phase=move keeps the moves'")
 	if err := fs.Parse(args); err != nil {
 		return exitRefused
 	}
