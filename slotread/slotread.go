@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -132,7 +133,7 @@ func List(ctx context.Context, c *redis.Client, slots []uint16, marker, nonce st
 	for _, s := range slots {
 		args = append(args, s)
 	}
-	v, err := listScript.Run(ctx, c, []string{marker}, args...).Result()
+	v, err := run(ctx, c, listScript, []string{marker}, args...).Result()
 	if err != nil {
 		return nil, fmt.Errorf("list the keys of %d slots on %s: %w", len(slots), c.Options().Addr, err)
 	}
@@ -189,9 +190,9 @@ func Read(ctx context.Context, c *redis.Client, keys []string, marker, nonce str
 		for _, k := range keys {
 			args = append(args, k)
 		}
-		v, err = script.Run(ctx, c, []string{marker}, args...).Result()
+		v, err = run(ctx, c, script, []string{marker}, args...).Result()
 	} else {
-		v, err = script.Run(ctx, c, append([]string{marker}, keys...), nonce, lim.Budget, lim.Big).Result()
+		v, err = run(ctx, c, script, append([]string{marker}, keys...), nonce, lim.Budget, lim.Big).Result()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read %d keys on %s: %w", len(keys), c.Options().Addr, err)
@@ -262,7 +263,7 @@ func SurveySlots(ctx context.Context, c *redis.Client, slots []uint16, big int64
 	fail := func(err error) (Survey, error) {
 		return Survey{}, fmt.Errorf("survey %d slots on %s: %w", len(slots), c.Options().Addr, err)
 	}
-	v, err := surveyScript.Run(ctx, c, nil, args...).Result()
+	v, err := run(ctx, c, surveyScript, nil, args...).Result()
 	if err != nil {
 		return fail(err)
 	}
@@ -565,7 +566,7 @@ func ReadChunk(ctx context.Context, c *redis.Client, key, typ, cursor string, co
 	var v any
 	var err error
 	if fieldTTLs && typ == "hash" {
-		v, err = chunkScript.Run(ctx, c, []string{marker, key}, nonce, cursor, count).Result()
+		v, err = run(ctx, c, chunkScript, []string{marker, key}, nonce, cursor, count).Result()
 	} else {
 		v, err = chunkTx(ctx, c, key, typ, cursor, count, marker, nonce)
 	}
@@ -610,4 +611,23 @@ func ReadChunk(ctx context.Context, c *redis.Client, key, typ, cursor string, co
 		return fail(errors.New("no cursor"))
 	}
 	return ch, nil
+}
+
+// evaluated holds the scripts known to be in a server's cache, by its
+// address and the script's SHA1.
+var evaluated sync.Map
+
+// run runs s on c: by its body the first time on that server, by its
+// SHA1 after. Script.Run alone tries EVALSHA first, and the NOSCRIPT error
+// that answers it lands in the operator's error statistics.
+func run(ctx context.Context, c *redis.Client, s *redis.Script, keys []string, args ...any) *redis.Cmd {
+	key := c.Options().Addr + " " + s.Hash()
+	if _, ok := evaluated.Load(key); ok {
+		return s.Run(ctx, c, keys, args...)
+	}
+	cmd := s.Eval(ctx, c, keys, args...)
+	if err := cmd.Err(); err == nil || err == redis.Nil {
+		evaluated.Store(key, true)
+	}
+	return cmd
 }
