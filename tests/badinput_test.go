@@ -215,6 +215,7 @@ func TestRefusedWritesAreCaught(t *testing.T) {
 	sum, err := mover.Run(ctx, mover.Options{
 		Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
 		Slots: mustSlots(t, "0-5460"), Logger: testLogger(t), BigKeyElements: 1 << 30, AllowEviction: true,
+		Snapshot: mover.SnapshotRDB, // the replies off, which the keys path never turns off
 	})
 	if err == nil || sum.Result != mover.ResultRolledBack || !strings.Contains(err.Error(), "SET/RESTORE commands failed") {
 		t.Fatalf("move onto a full target: %s: %v", sum.Result, err)
