@@ -1,6 +1,7 @@
 package localcluster
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"os/exec"
@@ -28,7 +29,9 @@ func (v Version) AtLeast(major, minor int) bool {
 	return v.Major > major || v.Major == major && v.Minor >= minor
 }
 
-var versionLine = regexp.MustCompile(`^(\S+) server v=(\d+)\.(\d+)\.(\d+)`)
+// versionLine is "Redis server v=7.0.15 …", "Valkey server v=8.0.1 …", or
+// "Server v=7.2.7 …": Valkey 7.2 dropped Redis's name and had no own yet.
+var versionLine = regexp.MustCompile(`^(?:(\S+) s|S)erver v=(\d+)\.(\d+)\.(\d+)`)
 
 var versions struct {
 	sync.Mutex
@@ -62,7 +65,7 @@ func VersionOf(bin string) (Version, error) {
 	case m == nil:
 		r.err = fmt.Errorf("%s --version: unexpected output %q", bin, line)
 	default:
-		r.v = Version{Product: m[1], Line: line}
+		r.v = Version{Product: cmp.Or(m[1], "Valkey"), Line: line}
 		r.v.Major, _ = strconv.Atoi(m[2])
 		r.v.Minor, _ = strconv.Atoi(m[3])
 		r.v.Patch, _ = strconv.Atoi(m[4])

@@ -27,6 +27,7 @@ func TestVersionOf(t *testing.T) {
 		{"Redis server v=6.2.16 sha=00000000:0 malloc=libc bits=64 build=34aa1837ecf254ad", "Redis 6.2.16", false},
 		{"Redis server v=7.0.15 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=ae4d7c971a948f0", "Redis 7.0.15", true},
 		{"Valkey server v=8.0.1 sha=00000000:1 malloc=libc bits=64 build=86b7c7311dfd9f84", "Valkey 8.0.1", true},
+		{"Server v=7.2.7 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=7b437c5e5e42e6f", "Valkey 7.2.7", true},
 	} {
 		bin := fakeBin(t, dir, fmt.Sprint("server-", i), "echo '"+c.line+"'", 0o755)
 		v, err := VersionOf(bin)
