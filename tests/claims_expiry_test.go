@@ -140,7 +140,7 @@ func ttlState(ctx context.Context, c *redis.Client, key string) (expectation, er
 	switch d := pttl.Val(); {
 	case d == -2: // it ran out between the TYPE and the PTTL: gone
 		return expectation{}, nil
-	case d > 0:
+	case d >= 0: // 0: it runs out within this millisecond; -1 is no TTL
 		st.at = now + d.Milliseconds()
 	}
 	return st, nil
