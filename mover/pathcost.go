@@ -46,10 +46,13 @@ type PathPrediction struct {
 	BigElements  map[string]int64 `json:"big_elements,omitempty"` // by type; counted only where the keys path was in the running
 }
 
-func prediction(f pathFacts) *PathPrediction {
+// decide is auto's choice from facts: the path, why, and what was
+// predicted, for the summary.
+func decide(f pathFacts) (path, why string, pred *PathPrediction) {
 	keys, rdb := predictPaths(f)
+	path, why = choosePath(keys, rdb)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	return &PathPrediction{KeysMS: ms(keys.Time), RDBMS: ms(rdb.Time), ForkMS: ms(rdb.Worst),
+	return path, why, &PathPrediction{KeysMS: ms(keys.Time), RDBMS: ms(rdb.Time), ForkMS: ms(rdb.Worst),
 		MovingKeys: f.movingKeys, SourceKeys: f.sourceKeys, SourceMemory: f.sourceMemory, BigElements: f.bigElements}
 }
 

@@ -142,12 +142,10 @@ func planSnapshot(ctx context.Context, o Options, p *participants) (snapshotPlan
 	// slower without big keys is not surveyed for them (a whole shard
 	// would spend seconds on it). Big hashes and sets could tip it back,
 	// rarely: they cost the RDB path at most twice as much an element.
-	if keys, rdbCost := predictPaths(facts); !asked {
-		if path, why := choosePath(keys, rdbCost); path == SnapshotRDB {
-			plan, err := rdb("the move takes %.1f%% of the source's keys; %s", 100*share, why)
-			plan.prediction = prediction(facts)
-			return plan, err
-		}
+	if path, why, pred := decide(facts); !asked && path == SnapshotRDB {
+		plan, err := rdb("the move takes %.1f%% of the source's keys; %s", 100*share, why)
+		plan.prediction = pred
+		return plan, err
 	}
 	var version int
 	known := newKeySet()
@@ -171,19 +169,18 @@ func planSnapshot(ctx context.Context, o Options, p *participants) (snapshotPlan
 			known.add(k.Name, k.Units)
 		}
 	}
-	keys, rdbCost := predictPaths(facts)
-	path, why := choosePath(keys, rdbCost)
+	path, why, pred := decide(facts)
 	reason := fmt.Sprintf("the move takes %.1f%% of the source's keys; %s", 100*share, why)
 	if asked {
 		reason = "asked for; " + reason
 	} else if path == SnapshotRDB {
 		plan, err := rdb("%s", reason)
-		plan.prediction = prediction(facts)
+		plan.prediction = pred
 		return plan, err
 	}
 	return snapshotPlan{path: SnapshotKeys, reason: reason, groups: groupSlots(set, counts, listKeysPerGroup),
 		sourceVersion: version, fieldTTLs: fieldTTLs, anySlot: anySlot, known: known, startBacklog: startBacklog,
-		prediction: prediction(facts)}, nil
+		prediction: pred}, nil
 }
 
 // readPathFacts reads what the cost model needs of the source.
