@@ -94,6 +94,14 @@ type Result struct {
 	// pause (with Plan.SetSlotBlocks, its last SETSLOT comes after).
 	FenceWait, Release, CatchUp, Claim time.Duration
 
+	// NoOwner bounds how long neither node served the slots: from the
+	// release's reply to the claim's (with Plan.SetSlotBlocks, to the end
+	// of the source's news of the owner, though the target's claim may
+	// reach it sooner by gossip). Clients that reach the source meanwhile
+	// are bounced between the two nodes or, on Valkey 8, refused with
+	// CLUSTERDOWN. It is milliseconds unless the machine is starved.
+	NoOwner time.Duration
+
 	// NotTold says which masters could not be told the new owner after
 	// the switch: not a failure, as the target's claim reaches them by
 	// gossip with its bumped epoch.
@@ -287,6 +295,7 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 	res.Release = time.Since(releaseStart)
 	res.Released = true
 	res.ReleaseOffset = relOff
+	releasedAt := time.Now()
 	freeze(relOff)
 	if p.AfterRelease != nil {
 		if err := p.AfterRelease(); err != nil {
@@ -341,6 +350,7 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 	}
 	if !unpaused {
 		res.Claim = time.Since(claimStart)
+		res.NoOwner = time.Since(releasedAt)
 		uerr = unpause()
 	}
 	if claimErr != nil {
@@ -367,6 +377,9 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 			}
 			if err := SetSlots(sctx, nodes[i], p.Slots.Slots(), how...); err != nil {
 				return fmt.Errorf("tell %s: %w", nodes[i].Options().Addr, err)
+			}
+			if i == 1 {
+				res.NoOwner = time.Since(releasedAt) // read after atOnce has waited
 			}
 			return nil
 		})

@@ -220,8 +220,9 @@ type Summary struct {
 	SnapshotMS      int64           `json:"snapshot_ms"`
 	CatchupMS       int64           `json:"catchup_ms"`
 	PauseMS         float64         `json:"pause_ms"`
-	SwitchMS        int64           `json:"switch_ms"`  // from the start until the target served the slots
-	CleanupMS       int64           `json:"cleanup_ms"` // removing the orphans from the source, after the switch
+	NoOwnerMS       float64         `json:"no_owner_ms"` // the bound on the instant neither node served the slots (cutover.Result.NoOwner)
+	SwitchMS        int64           `json:"switch_ms"`   // from the start until the target served the slots
+	CleanupMS       int64           `json:"cleanup_ms"`  // removing the orphans from the source, after the switch
 	TotalMS         int64           `json:"total_ms"`
 	CutoverAttempts int             `json:"cutover_attempts"`
 	FenceOffset     int64           `json:"fence_offset"`   // the source's offset when its write pause began

@@ -578,10 +578,11 @@ func (t *task) cutover(ctx context.Context) (Event, error) {
 	t.sum.CatchupMS = time.Since(t.copy.catchupStart).Milliseconds()
 	t.sum.CutoverAttempts = t.m.Attempts()
 	t.sum.PauseMS = float64(res.Pause.Microseconds()) / 1000
+	t.sum.NoOwnerMS = float64(res.NoOwner.Microseconds()) / 1000
 	t.sum.FenceOffset, t.sum.ReleaseOffset = res.Fence, res.ReleaseOffset
 	t.sum.ReleaseRefusals += res.Refusals
 	t.log.Info("cutover attempt", "attempt", t.m.Attempts(), "lag_before", t.lag.Load(), "fence", res.Fence, "release_offset", res.ReleaseOffset, "refusals", res.Refusals,
-		"pause", res.Pause, "fence_wait", res.FenceWait, "release", res.Release, "catch_up", res.CatchUp, "claim", res.Claim, "rest", res.Rest(), "released", res.Released, "error", err)
+		"pause", res.Pause, "fence_wait", res.FenceWait, "release", res.Release, "catch_up", res.CatchUp, "claim", res.Claim, "no_owner", res.NoOwner, "rest", res.Rest(), "released", res.Released, "error", err)
 	if res.NotTold != nil {
 		t.log.Warn("masters not told of the new owner; they learn it by gossip", "error", res.NotTold)
 	}

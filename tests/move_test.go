@@ -72,11 +72,11 @@ func moveAndCheck(t *testing.T, c *localcluster.Cluster, src, dst int, set *slot
 	if err := localcluster.CheckWithRedisCli(ctx, c.Nodes[dst].Addr); err != nil {
 		t.Fatal(err)
 	}
-	if sum.KeysCopied < int64(len(moved)) || sum.TotalMS <= 0 || sum.CutoverAttempts < 1 {
+	if sum.KeysCopied < int64(len(moved)) || sum.TotalMS <= 0 || sum.CutoverAttempts < 1 || sum.NoOwnerMS <= 0 {
 		t.Fatalf("summary does not add up (%d keys in the slots): %+v", len(moved), sum)
 	}
-	t.Logf("moved %s: %d keys (%d big) in %d ms, snapshot %d ms, pause %.1f ms, %d delta commands, %d orphans removed",
-		set, sum.KeysCopied, sum.BigKeys, sum.TotalMS, sum.SnapshotMS, sum.PauseMS, sum.DeltaCommands, sum.OrphansRemoved)
+	t.Logf("moved %s: %d keys (%d big) in %d ms, snapshot %d ms, pause %.1f ms (no owner %.1f ms), %d delta commands, %d orphans removed",
+		set, sum.KeysCopied, sum.BigKeys, sum.TotalMS, sum.SnapshotMS, sum.PauseMS, sum.NoOwnerMS, sum.DeltaCommands, sum.OrphansRemoved)
 	return sum
 }
 
