@@ -20,7 +20,7 @@ import (
 // report a fault planted by hand. A check that cannot fail proves nothing.
 
 // The writer's checks (writer.finish): a writer that got nothing
-// acknowledged, errors it got, one acknowledged write dropped from the
+// acknowledged, errors it got, writes bounced between two nodes, one acknowledged write dropped from the
 // server, and ASK and TRYAGAIN replies provoked with a slot put in
 // MIGRATING/IMPORTING by hand, counted both by the servers' errorstats (as
 // parsed by Cluster.ErrorStats) and by the writer's own client.
@@ -50,6 +50,39 @@ func TestWriterChecksCatchPlantedFaults(t *testing.T) {
 	if p := strings.Join(v.problems(), "; "); v.ops != 0 || v.errs["OOM"] != 10 ||
 		!strings.Contains(p, "no write acknowledged") || !strings.Contains(p, "the writer got errors: map[OOM:10]") {
 		t.Errorf("a writer refused every write: %d acknowledged, errors %v; problems: %s", v.ops, v.errs, p)
+	}
+
+	// Writes bounced between two nodes for good, as between a release
+	// and a claim that never comes: the source sends counters 1-3 to the
+	// target, which sends them back. The writer retries each for
+	// bounceRetry, then counts it failed.
+	bounced := []string{counterKey(1), counterKey(2), counterKey(3)}
+	for _, k := range bounced {
+		s := slots.ForString(k)
+		if err := source.Do(ctx, "CLUSTER", "DELSLOTS", s).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := source.Do(ctx, "CLUSTER", "SETSLOT", s, "NODE", c.IDs[1]).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := startWriter(t, c, 4)
+	b.wg.Wait()
+	b.halt()
+	for _, k := range bounced {
+		if err := source.Do(ctx, "CLUSTER", "SETSLOT", slots.ForString(k), "NODE", c.IDs[0]).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, err = b.verdict(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p := strings.Join(v.problems(), "; "); v.bounces != 3 || v.errs["MOVED"] != 3 ||
+		!strings.Contains(p, "gave up on 3 writes bounced between two nodes (at most 2)") {
+		t.Errorf("3 writes bounced for good: %d bounces counted, errors %v; problems: %s", v.bounces, v.errs, p)
+	}
+	if err := source.Del(ctx, counterKey(0)).Err(); err != nil {
+		t.Fatal(err)
 	}
 
 	// A healthy run first: the control.
