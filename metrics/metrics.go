@@ -1,10 +1,11 @@
 // Package metrics exposes a sidecar's tasks to Prometheus, on /metrics,
-// with /healthz beside it.
+// with /healthz (liveness) and /readyz (readiness) beside it.
 package metrics
 
 import (
 	"context"
 	"net/http"
+	"runtime"
 	"sync"
 	"time"
 
@@ -29,9 +30,18 @@ type Metrics struct {
 	seen map[string]sidecar.Task // the last record of each running task
 }
 
-// New registers the collectors. status lists the tasks; lost counts the
-// events and records NATS could not take (nil without NATS).
-func New(status func() []sidecar.Task, lost func() int64) *Metrics {
+// Sources are what the metrics read at each scrape.
+type Sources struct {
+	Tasks   func() []sidecar.Task
+	Version string // slotmover_build_info's version label
+	// Without NATS, both nil: the events and records NATS could not
+	// take, and whether the connection is up.
+	NATSLost      func() int64
+	NATSConnected func() bool
+}
+
+// New registers the collectors.
+func New(src Sources) *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		keys: prometheus.NewCounter(prometheus.CounterOpts{
@@ -60,17 +70,31 @@ func New(status func() []sidecar.Task, lost func() int64) *Metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectorFunc{byState, func(ch chan<- prometheus.Metric) {
 			counts := map[string]int{sidecar.StateRunning: 0, sidecar.StateCompleted: 0, sidecar.StateFailed: 0, sidecar.StateCanceled: 0}
-			for _, t := range status() {
+			for _, t := range src.Tasks() {
 				counts[t.State]++
 			}
 			for state, n := range counts {
 				ch <- prometheus.MustNewConstMetric(byState, prometheus.GaugeValue, float64(n), state)
 			}
 		}})
-	if lost != nil {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "slotmover_build_info", Help: "Always 1; the labels say which build runs.",
+		ConstLabels: prometheus.Labels{"version": src.Version, "goversion": runtime.Version()},
+	}, func() float64 { return 1 }))
+	if src.NATSLost != nil {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "slotmover_nats_lost_total", Help: "Task events and records that NATS could not take.",
-		}, func() float64 { return float64(lost()) }))
+		}, func() float64 { return float64(src.NATSLost()) }))
+	}
+	if src.NATSConnected != nil {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "slotmover_nats_connected", Help: "1 while the connection to NATS is up.",
+		}, func() float64 {
+			if src.NATSConnected() {
+				return 1
+			}
+			return 0
+		}))
 	}
 	return m
 }
@@ -99,15 +123,20 @@ func (m *Metrics) Observe(t sidecar.Task) {
 	}
 }
 
-// Handler serves /metrics, and /healthz, which answers 200 while healthy
-// (the local master answers) and 503 with the reason otherwise.
-func (m *Metrics) Handler(healthy func(context.Context) error) http.Handler {
+// Handler serves /metrics; /healthz, 200 for as long as the process
+// serves it (a liveness probe: a blip of Redis or NATS must not restart
+// a sidecar in the middle of a move); and /readyz, 200 when ready returns
+// nil, else 503 with its error (a readiness probe).
+func (m *Metrics) Handler(ready func(context.Context) error) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
-		if err := healthy(ctx); err != nil {
+		if err := ready(ctx); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}

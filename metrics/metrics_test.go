@@ -3,17 +3,19 @@ package metrics
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/slotmover/slotmover/sidecar"
 )
 
-func scrape(t *testing.T, m *Metrics, path string, healthy error) (int, string) {
+func scrape(t *testing.T, m *Metrics, path string, ready error) (int, string) {
 	t.Helper()
-	srv := httptest.NewServer(m.Handler(func(context.Context) error { return healthy }))
+	srv := httptest.NewServer(m.Handler(func(context.Context) error { return ready }))
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL + path)
 	if err != nil {
@@ -30,7 +32,9 @@ func scrape(t *testing.T, m *Metrics, path string, healthy error) (int, string) 
 func TestObserve(t *testing.T) {
 	var tasks []sidecar.Task
 	var lost int64 = 3
-	m := New(func() []sidecar.Task { return tasks }, func() int64 { return lost })
+	connected := true
+	m := New(Sources{Tasks: func() []sidecar.Task { return tasks }, Version: "v9.9.9",
+		NATSLost: func() int64 { return lost }, NATSConnected: func() bool { return connected }})
 	run := sidecar.Task{ID: "a", State: sidecar.StateRunning}
 	for _, step := range []struct{ keys, bytes, lag int64 }{{10, 100, 500}, {25, 300, 40}, {25, 300, 0}} {
 		run.KeysCopied, run.BytesCopied, run.LagBytes = step.keys, step.bytes, step.lag
@@ -41,7 +45,8 @@ func TestObserve(t *testing.T) {
 	for _, want := range []string{
 		"slotmover_keys_copied_total 25", "slotmover_bytes_copied_total 300", `slotmover_lag_bytes{task="a"} 0`,
 		`slotmover_tasks{state="running"} 1`, `slotmover_tasks{state="failed"} 1`, `slotmover_tasks{state="completed"} 0`,
-		"slotmover_nats_lost_total 3",
+		"slotmover_nats_lost_total 3", "slotmover_nats_connected 1",
+		fmt.Sprintf(`slotmover_build_info{goversion=%q,version="v9.9.9"} 1`, runtime.Version()),
 	} {
 		if !strings.Contains(body, want+"\n") {
 			t.Errorf("no %q in the scrape", want)
@@ -62,10 +67,19 @@ func TestObserve(t *testing.T) {
 	if strings.Contains(body, `slotmover_lag_bytes{task="a"}`) {
 		t.Error("an ended task keeps its lag gauge")
 	}
-	if code, _ := scrape(t, m, "/healthz", nil); code != 200 {
-		t.Errorf("healthz while healthy: %d", code)
+	connected = false
+	if _, body = scrape(t, m, "/metrics", nil); !strings.Contains(body, "slotmover_nats_connected 0\n") {
+		t.Error("NATS down, and slotmover_nats_connected is not 0")
 	}
-	if code, body := scrape(t, m, "/healthz", errors.New("node down")); code != 503 || !strings.Contains(body, "node down") {
-		t.Errorf("healthz while unhealthy: %d %q", code, body)
+	for _, ready := range []error{nil, errors.New("NATS not connected")} {
+		if code, _ := scrape(t, m, "/healthz", ready); code != 200 {
+			t.Errorf("healthz (ready: %v): %d, want 200 while the process serves", ready, code)
+		}
+	}
+	if code, _ := scrape(t, m, "/readyz", nil); code != 200 {
+		t.Errorf("readyz while ready: %d", code)
+	}
+	if code, body := scrape(t, m, "/readyz", errors.New("NATS not connected")); code != 503 || !strings.Contains(body, "NATS not connected") {
+		t.Errorf("readyz while unready: %d %q", code, body)
 	}
 }

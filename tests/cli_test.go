@@ -1,12 +1,16 @@
 package tests
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +70,7 @@ func TestCLIRefusesExtraArguments(t *testing.T) {
 		{"demo", []string{"demo", "--parallel", "0", "stray"}, `unexpected argument "stray": demo takes only flags`},
 		{"bench", []string{"bench", "--runs", "0", "stray"}, `unexpected argument "stray": bench takes only flags`},
 		{"soak", []string{"soak", "--cluster", src, "--duration", "1s", "stray"}, `unexpected argument "stray": soak takes only flags`},
+		{"version", []string{"version", "stray"}, `unexpected argument "stray": version takes no argument`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -268,5 +273,25 @@ func TestCLITLSClientCertificate(t *testing.T) {
 	defer target.Close()
 	if err := held.Compare(ctx, target); err != nil {
 		t.Fatalf("after the move, on the target: %v", err)
+	}
+}
+
+// A release build stamps its version (-ldflags -X main.version=…), and
+// `slotmover version` prints it on stdout with Go's version and the
+// platform, exit 0.
+func TestCLIVersion(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "slotmover")
+	if out, err := exec.Command("go", "build", "-ldflags", "-X main.version=v1.2.3-test", "-o", bin, "../cmd/slotmover").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(bin, "version")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("slotmover version: %v: %s", err, stderr.String())
+	}
+	want := fmt.Sprintf("slotmover v1.2.3-test %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	if stdout.String() != want || stderr.Len() != 0 {
+		t.Fatalf("slotmover version: stdout %q, stderr %q; want %q", stdout.String(), stderr.String(), want)
 	}
 }

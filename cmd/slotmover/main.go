@@ -8,6 +8,7 @@
 //	slotmover serve --node H:P [--config FILE] [--admin H:P] [--nats URL] [--metrics H:P]
 //	slotmover status [ID] [--json] / slotmover cancel ID|--all
 //	slotmover demo
+//	slotmover version
 //
 // Exit codes of move: 0 moved; 1 failed and rolled back (the cluster as it
 // was); 2 refused before anything changed; 3 failed in a state it could not
@@ -55,6 +56,8 @@ func main() {
 		code = statusCmd(os.Args[2:])
 	case "cancel":
 		code = cancelCmd(os.Args[2:])
+	case "version":
+		code = versionCmd(os.Args[2:])
 	case "-h", "--help", "help":
 		usage()
 	default:
@@ -111,5 +114,7 @@ func usage() {
       compare slotmover with redis-cli --cluster reshard on fresh local clusters
   slotmover soak --cluster HOST:PORT --duration D [flags]
       move slots back and forth under a checked workload; report lost writes
+  slotmover version
+      the build's version, Go version and platform
 `)
 }

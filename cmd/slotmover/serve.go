@@ -118,12 +118,18 @@ func serve(ctx context.Context, c *config.Serve, log *slog.Logger, ready func(ad
 
 	var bus atomic.Pointer[natsapi.Server]
 	var m *sidecar.Local
-	mets := metrics.New(func() []sidecar.Task { ts, _ := m.Status(""); return ts }, func() int64 {
-		if b := bus.Load(); b != nil {
-			return b.Lost()
+	var nc *nats.Conn
+	src := metrics.Sources{Tasks: func() []sidecar.Task { ts, _ := m.Status(""); return ts }, Version: buildVersion()}
+	if len(c.NATS.Servers) > 0 {
+		src.NATSLost = func() int64 {
+			if b := bus.Load(); b != nil {
+				return b.Lost()
+			}
+			return 0
 		}
-		return 0
-	})
+		src.NATSConnected = func() bool { return nc != nil && nc.IsConnected() }
+	}
+	mets := metrics.New(src)
 	m = sidecar.New(sidecar.Config{
 		Node: node, MaxTasks: c.Tasks.Max, Move: c.Move.Options(mover.Options{}), Logger: log,
 		OnChange: func(t sidecar.Task) {
@@ -139,7 +145,6 @@ func serve(ctx context.Context, c *config.Serve, log *slog.Logger, ready func(ad
 
 	var wg sync.WaitGroup
 	recs := journal.Records()
-	var nc *nats.Conn
 	var link atomic.Pointer[natsLink]
 	attachTo := func(ctx context.Context) (*natsLink, error) {
 		return attachNATS(ctx, nc, natsapi.Config{Prefix: c.NATS.SubjectPrefix, NodeID: top.Myself.ID, Alias: c.NATS.Alias, Addr: node.Addr, Logger: log}, me)
@@ -206,9 +211,27 @@ func serve(ctx context.Context, c *config.Serve, log *slog.Logger, ready func(ad
 		}()
 	}
 
+	var stopping atomic.Bool // read by /readyz
 	var metricsSrv *http.Server
 	if metricsLn != nil {
-		metricsSrv = &http.Server{Handler: mets.Handler(func(ctx context.Context) error { return client.Ping(ctx).Err() }), ReadHeaderTimeout: 10 * time.Second}
+		ready := func(ctx context.Context) error {
+			var errs []error
+			if stopping.Load() {
+				errs = append(errs, errors.New("shutting down"))
+			}
+			if err := client.Ping(ctx).Err(); err != nil {
+				errs = append(errs, fmt.Errorf("the local master %s: %w", node.Addr, err))
+			}
+			switch {
+			case nc == nil:
+			case !nc.IsConnected():
+				errs = append(errs, fmt.Errorf("NATS %s: not connected", natsServers(c.NATS.Servers)))
+			case bus.Load() == nil:
+				errs = append(errs, errors.New("NATS: connected, not answering (not taken up yet, or another sidecar serves this node)"))
+			}
+			return errors.Join(errs...)
+		}
+		metricsSrv = &http.Server{Handler: mets.Handler(ready), ReadHeaderTimeout: 10 * time.Second}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -219,7 +242,7 @@ func serve(ctx context.Context, c *config.Serve, log *slog.Logger, ready func(ad
 	}
 	adminCtx, stopAdmin := context.WithCancel(context.Background())
 	defer stopAdmin()
-	adm := admin.New(admin.Config{Password: c.Admin.Password, TLS: adminTLS}, m, log)
+	adm := admin.New(admin.Config{Password: c.Admin.Password, TLS: adminTLS, Version: buildVersion()}, m, log)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -238,6 +261,7 @@ func serve(ctx context.Context, c *config.Serve, log *slog.Logger, ready func(ad
 	}
 
 	<-ctx.Done()
+	stopping.Store(true)
 	log.Info("stopping: no new tasks; copies roll back, cutovers finish")
 	gctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	m.Close(gctx)

@@ -13,11 +13,14 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -471,4 +474,92 @@ func tagOf(set *slots.Set, n int) string {
 			return tag
 		}
 	}
+}
+
+// /healthz says the process serves; /readyz follows what the sidecar needs
+// to take work: unready while NATS is away, ready again once the client
+// reconnects. The metrics carry the build and the NATS link, and the admin
+// port's INFO the same version.
+func TestServeReadinessFollowsNATS(t *testing.T) {
+	ctx := context.Background()
+	cl, err := localcluster.StartCluster(ctx, t.TempDir(), []string{"0-16383"}, localcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Stop)
+	store := t.TempDir()
+	noAuth := func(*server.Options) {}
+	ns := natsServer(t, 0, store, noAuth)
+	port := ns.Addr().(*net.TCPAddr).Port
+	c, err := config.Load([]string{"--node", cl.Nodes[0].Addr, "--admin", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
+		"--state-dir", t.TempDir(), "--nats", fmt.Sprintf("nats://127.0.0.1:%d", port)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logBuf syncBuffer
+	log := slog.New(slog.NewTextHandler(&logBuf, nil))
+	sctx, stop := context.WithCancel(ctx)
+	type addrs struct{ admin, metrics string }
+	ready := make(chan addrs, 1)
+	done := make(chan error, 1)
+	go func() { done <- serve(sctx, c, log, func(admin, metrics string) { ready <- addrs{admin, metrics} }) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("serve's log:\n%s", logBuf.String())
+		}
+	})
+	var at addrs
+	select {
+	case at = <-ready:
+	case err := <-done:
+		t.Fatalf("serve: %v\n%s", err, logBuf.String())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("serve not ready:\n%s", logBuf.String())
+	}
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + at.metrics + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	waitFor := func(path string, code int, body string) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			got, b := get(path)
+			if got == code && strings.Contains(b, body) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d %q, want %d with %q", path, got, b, code, body)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	waitFor("/readyz", 200, "ok")
+	waitFor("/metrics", 200, "slotmover_nats_connected 1\n")
+	waitFor("/metrics", 200, fmt.Sprintf(`slotmover_build_info{goversion=%q,version=%q} 1`, runtime.Version(), buildVersion()))
+	admin := adminClient(at.admin, nil)
+	defer admin.Close()
+	if info, err := admin.Info(ctx).Result(); err != nil || !strings.Contains(info, "slotmover_version:"+buildVersion()+"\r\n") {
+		t.Errorf("admin INFO does not give version %s: %v\n%s", buildVersion(), err, info)
+	}
+
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	waitFor("/readyz", 503, "not connected")
+	waitFor("/healthz", 200, "ok")
+	waitFor("/metrics", 200, "slotmover_nats_connected 0\n")
+
+	natsServer(t, port, store, noAuth)
+	waitFor("/readyz", 200, "ok")
+	waitFor("/metrics", 200, "slotmover_nats_connected 1\n")
 }

@@ -65,7 +65,7 @@ var keys = []*key{
 	{path: "admin.tls.key", flag: "admin-tls-key", file: true, usage: "private key of the admin port's certificate, PEM `file`"},
 	{path: "admin.tls.client_ca", flag: "admin-tls-client-ca", file: true, usage: "require admin clients to present a certificate signed by a CA of this PEM `file`"},
 
-	{path: "metrics.listen", flag: "metrics", usage: "HTTP port of /metrics and /healthz, `HOST:PORT` (empty: off)"},
+	{path: "metrics.listen", flag: "metrics", usage: "HTTP port of /metrics, /healthz and /readyz, `HOST:PORT` (empty: off)"},
 
 	{path: "tasks.max", flag: "max-tasks", usage: "`tasks` running at once"},
 
