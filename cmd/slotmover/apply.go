@@ -230,7 +230,7 @@ func (a *applier) run(ctx context.Context) []applied {
 		bars = mpb.NewWithContext(ctx, mpb.WithOutput(a.out), mpb.WithRefreshRate(250*time.Millisecond))
 		logOut = bars // log lines print above the bars
 	}
-	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: a.level}))
+	logger := commandLogger(slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: a.level})))
 	var pending []int
 	for i := range a.plan.Moves {
 		pending = append(pending, i)

@@ -72,7 +72,7 @@ median of --runs runs.
 	if *quiet {
 		level = slog.LevelWarn
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	cfg.Logger = commandLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)

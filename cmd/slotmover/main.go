@@ -20,6 +20,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/redis/go-redis/v9"
 )
 
 const (
@@ -34,6 +36,7 @@ func main() {
 		usage()
 		os.Exit(exitRefused)
 	}
+	redis.SetLogger(goRedisLog{})
 	var code int
 	switch os.Args[1] {
 	case "move":

@@ -51,6 +51,7 @@ func serveCmd(args []string) int {
 		fmt.Fprintln(os.Stderr, "slotmover serve:", err)
 		return exitRefused
 	}
+	commandLogger(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if err := serve(ctx, c, log, nil); err != nil {

@@ -70,7 +70,7 @@ func soakCmd(args []string) int {
 		fmt.Fprintf(os.Stderr, "slotmover soak: --log-level: %v\n", err)
 		return exitRefused
 	}
-	c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	c.Logger = commandLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 	if *crashEvery > 0 {
 		creds := mover.Conn{Username: c.Username, Password: c.Password}
 		c.Mover = soak.CrashingMover(mover.Options{Source: creds, Target: creds, Logger: c.Logger}, *crashEvery)
