@@ -11,6 +11,7 @@ require (
 	github.com/tidwall/redcon v1.6.4
 	github.com/vbauerster/mpb/v8 v8.16.2
 	go.yaml.in/yaml/v3 v3.0.6
+	golang.org/x/mod v0.33.0
 )
 
 require (

@@ -1,5 +1,7 @@
-// Package natsapi puts a sidecar on NATS: request/reply subjects for
-// import, status, cancel and ping under <prefix>.<node>, task events on
+// Package natsapi puts a sidecar on NATS: a NATS micro service named
+// "slotmover" (so $SRV.PING, INFO and STATS find every sidecar) whose
+// endpoints are import, status, cancel and ping under <prefix>.<node>,
+// and <prefix>.ping for all; task events on
 // <prefix>.events.<node>.<task>, and, with JetStream, each task's record
 // in a key-value bucket, where a restarted sidecar finds its unfinished
 // tasks.
@@ -19,12 +21,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"golang.org/x/mod/semver"
 
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/sidecar"
@@ -41,17 +46,20 @@ type Config struct {
 	NodeID string // the local master's cluster node ID
 	Alias  string // another name for the node in subjects (optional)
 	Addr   string // the local master's address, for ping replies
-	Logger *slog.Logger
+	// Version is the service's in $SRV.INFO: a semantic version (a
+	// leading "v" dropped), else 0.0.0-dev.
+	Version string
+	Logger  *slog.Logger
 }
 
 // Server answers a sidecar's requests on NATS and publishes its tasks.
 type Server struct {
-	cfg  Config
-	nc   *nats.Conn
-	m    sidecar.Manager
-	log  *slog.Logger
-	kv   jetstream.KeyValue // nil without JetStream
-	subs []*nats.Subscription
+	cfg Config
+	nc  *nats.Conn
+	m   sidecar.Manager
+	log *slog.Logger
+	kv  jetstream.KeyValue // nil without JetStream
+	svc micro.Service      // nil until Serve, and after Close
 
 	mu   sync.Mutex
 	seq  map[string]uint64 // per task, the sequence number of its last event
@@ -84,26 +92,41 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) *Server {
 	return s
 }
 
-// Serve subscribes to the sidecar's subjects and answers them with m.
+// Serve adds the micro service and its endpoints, answered with m.
+// Every endpoint has no queue group: <prefix>.ping must reach every
+// sidecar, and one sidecar serves a node (natsapi.ClaimNode).
 func (s *Server) Serve(m sidecar.Manager) error {
 	s.m = m
 	cfg := s.cfg
-	names := []string{cfg.NodeID}
-	if cfg.Alias != "" && cfg.Alias != cfg.NodeID {
-		names = append(names, cfg.Alias)
+	svc, err := micro.AddService(s.nc, micro.Config{
+		Name: "slotmover", Version: serviceVersion(cfg.Version), QueueGroupDisabled: true,
+		Description: "moves Redis Cluster hash slots into this node's master",
+		Metadata:    map[string]string{"node_id": cfg.NodeID, "alias": cfg.Alias, "addr": cfg.Addr},
+	})
+	if err != nil {
+		return fmt.Errorf("NATS service: %w", err)
 	}
-	subs := map[string]nats.MsgHandler{cfg.Prefix + ".ping": s.onPing}
-	for _, n := range names {
-		base := cfg.Prefix + "." + n + "."
-		subs[base+"import"], subs[base+"status"], subs[base+"cancel"], subs[base+"ping"] = s.onImport, s.onStatus, s.onCancel, s.onPing
+	s.svc = svc
+	// Endpoint names are unique: the alias's subjects get their own.
+	type endpoint struct {
+		name, subject string
+		h             micro.HandlerFunc
 	}
-	for subj, h := range subs {
-		sub, err := s.nc.Subscribe(subj, h)
-		if err != nil {
-			s.Close()
-			return fmt.Errorf("subscribe to %s: %w", subj, err)
+	eps := []endpoint{{"ping_all", cfg.Prefix + ".ping", s.onPing}}
+	for i, n := range []string{cfg.NodeID, cfg.Alias} {
+		if n == "" || (i == 1 && n == cfg.NodeID) {
+			continue
 		}
-		s.subs = append(s.subs, sub)
+		suffix := []string{"", "_alias"}[i]
+		base := cfg.Prefix + "." + n + "."
+		eps = append(eps, endpoint{"import" + suffix, base + "import", s.onImport}, endpoint{"status" + suffix, base + "status", s.onStatus},
+			endpoint{"cancel" + suffix, base + "cancel", s.onCancel}, endpoint{"ping" + suffix, base + "ping", s.onPing})
+	}
+	for _, e := range eps {
+		if err := svc.AddEndpoint(e.name, e.h, micro.WithEndpointSubject(e.subject)); err != nil {
+			s.Close()
+			return fmt.Errorf("NATS endpoint %s: %w", e.subject, err)
+		}
 	}
 	if err := s.nc.FlushTimeout(5 * time.Second); err != nil {
 		s.Close()
@@ -112,12 +135,22 @@ func (s *Server) Serve(m sidecar.Manager) error {
 	return nil
 }
 
-// Close unsubscribes; the connection is the caller's.
-func (s *Server) Close() {
-	for _, sub := range s.subs {
-		sub.Unsubscribe()
+// serviceVersion is v as micro wants it: semantic, with no leading "v".
+func serviceVersion(v string) string {
+	if v = strings.TrimPrefix(v, "v"); semver.IsValid("v" + v) {
+		return v
 	}
-	s.subs = nil
+	return "0.0.0-dev"
+}
+
+// Close removes the service; the connection is the caller's.
+func (s *Server) Close() {
+	if s.svc != nil {
+		if err := s.svc.Stop(); err != nil {
+			s.log.Warn("NATS service not stopped cleanly", "error", err)
+		}
+		s.svc = nil
+	}
 }
 
 // Lost counts events and records that could not be published.
@@ -238,9 +271,9 @@ type PingReply struct {
 	Tasks int    `json:"tasks"` // running ones
 }
 
-func (s *Server) onImport(msg *nats.Msg) {
+func (s *Server) onImport(msg micro.Request) {
 	var req ImportRequest
-	if err := json.Unmarshal(msg.Data, &req); err != nil {
+	if err := json.Unmarshal(msg.Data(), &req); err != nil {
 		s.reply(msg, nil, badRequest("the body must be JSON like {\"slots\": \"0-5460,6000\"}: %v", err))
 		return
 	}
@@ -261,7 +294,7 @@ func (s *Server) onImport(msg *nats.Msg) {
 	s.reply(msg, tasks, err)
 }
 
-func (s *Server) onStatus(msg *nats.Msg) {
+func (s *Server) onStatus(msg micro.Request) {
 	req, ok := s.taskRequest(msg)
 	if !ok {
 		return
@@ -270,7 +303,7 @@ func (s *Server) onStatus(msg *nats.Msg) {
 	s.reply(msg, tasks, err)
 }
 
-func (s *Server) onCancel(msg *nats.Msg) {
+func (s *Server) onCancel(msg micro.Request) {
 	req, ok := s.taskRequest(msg)
 	if !ok {
 		return
@@ -279,7 +312,7 @@ func (s *Server) onCancel(msg *nats.Msg) {
 	s.reply(msg, tasks, err)
 }
 
-func (s *Server) onPing(msg *nats.Msg) {
+func (s *Server) onPing(msg micro.Request) {
 	tasks, _ := s.m.Status("")
 	running := 0
 	for _, t := range tasks {
@@ -287,19 +320,22 @@ func (s *Server) onPing(msg *nats.Msg) {
 			running++
 		}
 	}
+	if msg.Reply() == "" {
+		return // published, not asked
+	}
 	body, _ := json.Marshal(PingReply{Node: s.cfg.NodeID, Alias: s.cfg.Alias, Addr: s.cfg.Addr, Tasks: running})
-	if err := msg.Respond(body); err != nil && !errors.Is(err, nats.ErrMsgNoReply) {
+	if err := msg.Respond(body); err != nil {
 		s.log.Warn("ping reply not sent", "error", err)
 	}
 }
 
 // taskRequest reads a status or cancel body; an empty body means all.
-func (s *Server) taskRequest(msg *nats.Msg) (TaskRequest, bool) {
+func (s *Server) taskRequest(msg micro.Request) (TaskRequest, bool) {
 	var req TaskRequest
-	if len(msg.Data) == 0 {
+	if len(msg.Data()) == 0 {
 		return req, true
 	}
-	if err := json.Unmarshal(msg.Data, &req); err != nil {
+	if err := json.Unmarshal(msg.Data(), &req); err != nil {
 		s.reply(msg, nil, badRequest("the body must be empty or JSON like {\"id\": \"…\"}: %v", err))
 		return req, false
 	}
@@ -329,7 +365,10 @@ var codes = []struct {
 	{sidecar.ErrStale, "stale"},
 }
 
-func (s *Server) reply(msg *nats.Msg, tasks []sidecar.Task, err error) {
+// reply answers with the tasks, or with the error: its code in the body
+// and, as NATS micro clients expect, in the Nats-Service-Error-Code and
+// Nats-Service-Error headers (which also count it in $SRV.STATS).
+func (s *Server) reply(msg micro.Request, tasks []sidecar.Task, err error) {
 	r := Reply{Tasks: tasks}
 	if err != nil {
 		r = Reply{Error: &Error{Code: "internal", Message: err.Error()}}
@@ -344,7 +383,13 @@ func (s *Server) reply(msg *nats.Msg, tasks []sidecar.Task, err error) {
 		}
 	}
 	body, _ := json.Marshal(r)
-	if rerr := msg.Respond(body); rerr != nil {
-		s.log.Warn("reply not sent", "subject", msg.Subject, "error", rerr)
+	var rerr error
+	if r.Error != nil {
+		rerr = msg.Error(r.Error.Code, r.Error.Message, body)
+	} else {
+		rerr = msg.Respond(body)
+	}
+	if rerr != nil {
+		s.log.Warn("reply not sent", "subject", msg.Subject(), "error", rerr)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/cluster"
@@ -54,6 +55,13 @@ func sidecarOn(t *testing.T, c *localcluster.Cluster, nc *nats.Conn, maxTasks in
 
 func request(t *testing.T, nc *nats.Conn, subject string, body string) Reply {
 	t.Helper()
+	r, _ := requestMsg(t, nc, subject, body)
+	return r
+}
+
+// requestMsg is request that also returns the reply message (headers).
+func requestMsg(t *testing.T, nc *nats.Conn, subject string, body string) (Reply, *nats.Msg) {
+	t.Helper()
 	msg, err := nc.Request(subject, []byte(body), 10*time.Second)
 	if err != nil {
 		t.Fatalf("request %s: %v", subject, err)
@@ -62,7 +70,7 @@ func request(t *testing.T, nc *nats.Conn, subject string, body string) Reply {
 	if err := json.Unmarshal(msg.Data, &r); err != nil {
 		t.Fatalf("reply to %s: %q: %v", subject, msg.Data, err)
 	}
-	return r
+	return r, msg
 }
 
 // A move started by a NATS request completes while a writer keeps writing
@@ -191,7 +199,8 @@ func TestImportOverNATS(t *testing.T) {
 	}
 }
 
-// Bad requests get an error with a code and change nothing.
+// Bad requests get an error with a code, in the body and in the NATS
+// micro error headers, and change nothing.
 func TestBadRequestsOverNATS(t *testing.T) {
 	c := harness.ClusterT(t, []string{"0-5460", "5461-10922", "10923-16000", "16001-16383"}, localcluster.Options{})
 	nc := startNATS(t)
@@ -206,9 +215,12 @@ func TestBadRequestsOverNATS(t *testing.T) {
 		{node + ".cancel", `{"id": "nope"}`, "unknown_task"},
 		{node + ".status", `{`, "bad_request"},
 	} {
-		r := request(t, nc, tc.subject, tc.body)
+		r, msg := requestMsg(t, nc, tc.subject, tc.body)
 		if r.Error == nil || r.Error.Code != tc.code || r.Error.Message == "" || len(r.Tasks) != 0 {
 			t.Errorf("%s %s: %+v (want code %s)", tc.subject, tc.body, r.Error, tc.code)
+		}
+		if got := msg.Header.Get(micro.ErrorCodeHeader); got != tc.code || msg.Header.Get(micro.ErrorHeader) == "" {
+			t.Errorf("%s %s: headers %v, want %s %q", tc.subject, tc.body, msg.Header, micro.ErrorCodeHeader, tc.code)
 		}
 	}
 	// A request to a node nobody serves gets no answer at all.
@@ -350,5 +362,85 @@ func TestNATSLostAndBack(t *testing.T) {
 	srv.Publish(sidecar.Task{ID: "t1", State: sidecar.StateFailed})
 	if srv.Lost() < 2 {
 		t.Fatalf("an event on a closed connection was not counted as lost: %d", srv.Lost())
+	}
+}
+
+// Every sidecar is a NATS micro service named slotmover: $SRV.PING finds
+// each, $SRV.INFO lists its endpoints' subjects and its node in the
+// metadata, and $SRV.STATS counts its requests and errors.
+func TestSidecarsFoundAsMicroServices(t *testing.T) {
+	c := harness.ClusterT(t, []string{"0-8191", "8192-16383", "", ""}, localcluster.Options{})
+	nc := startNATS(t)
+	for _, i := range []int{2, 3} {
+		m := sidecar.New(sidecar.Config{Node: cluster.Conn{Addr: c.Nodes[i].Addr}, MaxTasks: 1})
+		t.Cleanup(func() { m.Close(context.Background()) })
+		s := New(context.Background(), nc, Config{NodeID: c.IDs[i], Alias: fmt.Sprint("node", i), Addr: c.Nodes[i].Addr, Version: "v1.2.3"})
+		if err := s.Serve(m); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+	}
+	// One request, every sidecar's answer: gather them for a moment.
+	all := func(subject string) []*nats.Msg {
+		t.Helper()
+		inbox := nats.NewInbox()
+		sub, err := nc.SubscribeSync(inbox)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+		if err := nc.PublishRequest(subject, inbox, nil); err != nil {
+			t.Fatal(err)
+		}
+		var out []*nats.Msg
+		for {
+			msg, err := sub.NextMsg(time.Second)
+			if err != nil {
+				return out
+			}
+			out = append(out, msg)
+		}
+	}
+	request(t, nc, "slotmover.node3.status", `{"id": "nope"}`) // an error, for STATS
+
+	nodes := map[string]bool{}
+	for _, msg := range all("$SRV.PING.slotmover") {
+		var p micro.Ping
+		if err := json.Unmarshal(msg.Data, &p); err != nil || p.Name != "slotmover" || p.Version != "1.2.3" {
+			t.Fatalf("$SRV.PING reply: %s (%v)", msg.Data, err)
+		}
+		nodes[p.Metadata["node_id"]] = true
+	}
+	if len(nodes) != 2 || !nodes[c.IDs[2]] || !nodes[c.IDs[3]] {
+		t.Fatalf("$SRV.PING found nodes %v, want %s and %s", nodes, c.IDs[2], c.IDs[3])
+	}
+	for _, msg := range all("$SRV.INFO.slotmover") {
+		var info micro.Info
+		if err := json.Unmarshal(msg.Data, &info); err != nil {
+			t.Fatal(err)
+		}
+		subjects := map[string]bool{}
+		for _, e := range info.Endpoints {
+			subjects[e.Subject] = true
+		}
+		id, alias := info.Metadata["node_id"], info.Metadata["alias"]
+		for _, want := range []string{"slotmover.ping", "slotmover." + id + ".import", "slotmover." + alias + ".cancel", "slotmover." + id + ".status"} {
+			if !subjects[want] {
+				t.Errorf("$SRV.INFO of %s lacks endpoint %s: %v", id, want, subjects)
+			}
+		}
+	}
+	errs := 0
+	for _, msg := range all("$SRV.STATS.slotmover") {
+		var st micro.Stats
+		if err := json.Unmarshal(msg.Data, &st); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range st.Endpoints {
+			errs += e.NumErrors
+		}
+	}
+	if errs != 1 {
+		t.Fatalf("$SRV.STATS counts %d errors, want the 1 status of an unknown task", errs)
 	}
 }

@@ -148,7 +148,7 @@ func serve(ctx context.Context, c *config.Serve, log *slog.Logger, ready func(ad
 	recs := journal.Records()
 	var link atomic.Pointer[natsLink]
 	attachTo := func(ctx context.Context) (*natsLink, error) {
-		return attachNATS(ctx, nc, natsapi.Config{Prefix: c.NATS.SubjectPrefix, NodeID: top.Myself.ID, Alias: c.NATS.Alias, Addr: node.Addr, Logger: log}, me)
+		return attachNATS(ctx, nc, natsapi.Config{Prefix: c.NATS.SubjectPrefix, NodeID: top.Myself.ID, Alias: c.NATS.Alias, Addr: node.Addr, Version: buildVersion(), Logger: log}, me)
 	}
 	if len(c.NATS.Servers) > 0 {
 		nc, err = connectNATS(c.NATS, "slotmover sidecar", log)

@@ -385,6 +385,10 @@ func TestNATSAccountsConfig(t *testing.T) {
 	if tasks, err := obs.Status(ctx, targetID, ""); err != nil || len(tasks) != 0 {
 		t.Fatalf("the observer's status: %v %+v", err, tasks)
 	}
+	// The observer finds the sidecar as a NATS micro service.
+	if msg, err := observer.Request("$SRV.PING.slotmover", nil, 5*time.Second); err != nil || !strings.Contains(string(msg.Data), targetID) {
+		t.Fatalf("the observer's $SRV.PING.slotmover: %v %v", msg, err)
+	}
 	adm := adminClient(admin, nil)
 	defer adm.Close()
 	if all, err := adm.Do(ctx, "CLUSTER", "MIGRATION", "STATUS", "ALL").Slice(); err != nil || len(all) != 0 {

@@ -406,3 +406,34 @@ func wantErr(t *testing.T, err error, part string) {
 		t.Fatalf("error %q\nwant it to contain %q", err, part)
 	}
 }
+
+// NATS_URL (the nats tools' variable) gives the servers when nothing else
+// does: the file, $SLOTMOVER_NATS and --nats each win over it.
+func TestNATSURL(t *testing.T) {
+	dir := t.TempDir()
+	fileNATS := writeFile(t, dir, "nats.yaml", "nats:\n  servers:\n    - nats://y:4222\n")
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		env    map[string]string
+		want   string // the servers, comma-joined
+		origin string
+	}{
+		{"alone", nil, map[string]string{"NATS_URL": "nats://10.0.0.9:4222"}, "nats://10.0.0.9:4222", "$NATS_URL"},
+		{"two", nil, map[string]string{"NATS_URL": "nats://a:4222,nats://b:4222"}, "nats://a:4222,nats://b:4222", "$NATS_URL"},
+		{"under $SLOTMOVER_NATS", nil, map[string]string{"NATS_URL": "nats://a:4222", "SLOTMOVER_NATS": "nats://s:4222"}, "nats://s:4222", "$SLOTMOVER_NATS"},
+		{"under --nats", []string{"--nats", "nats://f:4222"}, map[string]string{"NATS_URL": "nats://a:4222"}, "nats://f:4222", "--nats"},
+		{"under the file", []string{"--config", fileNATS}, map[string]string{"NATS_URL": "nats://a:4222"}, "nats://y:4222", fileNATS + ":3"},
+		{"unset", nil, nil, "", "default"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(append([]string{"--node", "127.0.0.1:6379"}, tc.args...), envMap(tc.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(c.NATS.Servers, ","); got != tc.want || c.Origin("nats.servers") != tc.origin {
+				t.Errorf("servers %q from %s, want %q from %s", got, c.Origin("nats.servers"), tc.want, tc.origin)
+			}
+		})
+	}
+}

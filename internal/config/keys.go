@@ -41,7 +41,7 @@ var keys = []*key{
 	{path: "node.tls.server_name", flag: "node-tls-server-name", usage: "`name` to verify in every master's certificate (default the host dialled)"},
 	{path: "node.tls.insecure_skip_verify", flag: "node-tls-insecure-skip-verify", usage: "do not verify Redis's certificates (tests only)"},
 
-	{path: "nats.servers", flag: "nats", usage: "NATS server `URLs`, comma-separated (none: NATS off, admin port only)"},
+	{path: "nats.servers", flag: "nats", usage: "NATS server `URLs`, comma-separated (none: $NATS_URL if set, else NATS off, admin port only)"},
 	{path: "nats.user", flag: "nats-user", usage: "NATS `user` (with --nats-password)"},
 	{path: "nats.password", flag: "nats-password", other: "nats.password_file", usage: "NATS `password`"},
 	{path: "nats.password_file", flag: "nats-password-file", other: "nats.password", file: true, usage: "read the NATS password from this `file`"},

@@ -64,6 +64,16 @@ func load(args []string, env func(string) string) (*Serve, error) {
 		}
 		c.set(k, v, origin{fromEnv, "$" + name})
 	}
+	// NATS_URL, which the nats tools read, names the servers when neither
+	// the file nor $SLOTMOVER_NATS does (--nats, applied next, wins too).
+	if u := env("NATS_URL"); u != "" && c.Origin("nats.servers") == "default" {
+		k := keyByPath["nats.servers"]
+		if v, err := parseValue(k.typ, u); err != nil {
+			errs = append(errs, fmt.Errorf("$NATS_URL (%s): %v", k.path, err))
+		} else {
+			c.set(k, v, origin{fromEnv, "$NATS_URL"})
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
