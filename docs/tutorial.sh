@@ -55,6 +55,7 @@ for i in 1 2 3 4; do
   pids+=($!)
 done
 for i in 1 2 3 4; do wait_for redis-cli -p $((base + 100 + i)) ping; done
+slotmover ls --nats "$nats"
 
 step "5. Import through master 4's admin port, with redis-cli, as on Redis 8.4"
 task=$(redis-cli -p $((base + 104)) cluster migration import 1000 1999)

@@ -33,11 +33,46 @@ func (c *Client) Cancel(ctx context.Context, node, id string) ([]sidecar.Task, e
 	return c.ask(ctx, node, "cancel", TaskRequest{ID: id})
 }
 
-func (c *Client) ask(ctx context.Context, node, verb string, body any) ([]sidecar.Task, error) {
-	prefix := c.Prefix
-	if prefix == "" {
-		prefix = "slotmover"
+// Sidecars asks every sidecar on the bus (<prefix>.ping) and returns the
+// answers that come within wait, in no particular order.
+func (c *Client) Sidecars(ctx context.Context, wait time.Duration) ([]PingReply, error) {
+	inbox := c.NC.NewInbox()
+	sub, err := c.NC.SubscribeSync(inbox)
+	if err != nil {
+		return nil, fmt.Errorf("list the sidecars over NATS: %w", err)
 	}
+	defer sub.Unsubscribe()
+	if err := c.NC.PublishRequest(c.prefix()+".ping", inbox, nil); err != nil {
+		return nil, fmt.Errorf("list the sidecars over NATS: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var out []PingReply
+	for {
+		msg, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return out, nil // the wait is over
+			}
+			return out, fmt.Errorf("list the sidecars over NATS: %w", err)
+		}
+		var p PingReply
+		if err := json.Unmarshal(msg.Data, &p); err != nil {
+			return out, fmt.Errorf("a ping reply: %q: %w", msg.Data, err)
+		}
+		out = append(out, p)
+	}
+}
+
+func (c *Client) prefix() string {
+	if c.Prefix == "" {
+		return "slotmover"
+	}
+	return c.Prefix
+}
+
+func (c *Client) ask(ctx context.Context, node, verb string, body any) ([]sidecar.Task, error) {
+	prefix := c.prefix()
 	data, err := json.Marshal(body)
 	if err != nil {
 		return nil, err

@@ -430,6 +430,16 @@ func TestSidecarsFoundAsMicroServices(t *testing.T) {
 			}
 		}
 	}
+	// The fleet ping, as slotmover ls asks it.
+	found, err := (&Client{NC: nc}).Sidecars(context.Background(), time.Second)
+	if err != nil || len(found) != 2 {
+		t.Fatalf("Sidecars: %+v, %v; want nodes 2 and 3", found, err)
+	}
+	for _, p := range found {
+		if !nodes[p.Node] || p.Alias == "" || p.Addr == "" {
+			t.Errorf("Sidecars: %+v", p)
+		}
+	}
 	errs := 0
 	for _, msg := range all("$SRV.STATS.slotmover") {
 		var st micro.Stats

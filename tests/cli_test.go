@@ -71,6 +71,7 @@ func TestCLIRefusesExtraArguments(t *testing.T) {
 		{"bench", []string{"bench", "--runs", "0", "stray"}, `unexpected argument "stray": bench takes only flags`},
 		{"soak", []string{"soak", "--cluster", src, "--duration", "1s", "stray"}, `unexpected argument "stray": soak takes only flags`},
 		{"version", []string{"version", "stray"}, `unexpected argument "stray": version takes no argument`},
+		{"ls", []string{"ls", "--nats", "nats://127.0.0.1:1", "stray"}, `unexpected argument "stray": ls takes only flags`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

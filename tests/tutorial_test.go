@@ -92,6 +92,7 @@ func TestReadmeTutorial(t *testing.T) {
 		"done: rollback slots 6000 on 127.0.0.1:" + strconv.Itoa(base+4),
 		"1000-1999  127.0.0.1:" + strconv.Itoa(base+1) + "  completed  done",
 		`slotmover_tasks{state="completed"}`,
+		"master-4  127.0.0.1:" + strconv.Itoa(base+4) + "  0", // slotmover ls
 		"[OK] 20000 keys in 4 masters.",
 		"[OK] All nodes agree about slots configuration.",
 		"[OK] All 16384 slots covered.",

@@ -7,6 +7,7 @@
 //	slotmover fix --node H:P [--dry-run]
 //	slotmover serve --node H:P [--config FILE] [--admin H:P] [--nats URL] [--metrics H:P]
 //	slotmover status [ID] [--json] / slotmover cancel ID|--all
+//	slotmover ls --nats URL [--json]
 //	slotmover demo
 //	slotmover version
 //
@@ -59,6 +60,8 @@ func main() {
 		code = statusCmd(os.Args[2:])
 	case "cancel":
 		code = cancelCmd(os.Args[2:])
+	case "ls":
+		code = lsCmd(os.Args[2:])
 	case "version":
 		code = versionCmd(os.Args[2:])
 	case "-h", "--help", "help":
@@ -105,6 +108,8 @@ func usage() {
   slotmover status [ID] [--json] [--admin HOST:PORT | --nats URL --node ID]
   slotmover cancel ID|--all [--admin HOST:PORT | --nats URL --node ID]
       a sidecar's tasks, over its admin port (or NATS)
+  slotmover ls (--nats URL | --config FILE) [--json] [--wait D]
+      the sidecars that answer on NATS: node, alias, address, running tasks
   slotmover plan --cluster HOST:PORT (--add NODE… | --drain NODE… | --rebalance) [--by keys|memory] [--max-moves N] [--json] [-o plan.json]
       work out which slots to move where: add empty masters, drain masters, or even out keys or memory
   slotmover apply PLAN.json [--parallel N] [--dry-run]
