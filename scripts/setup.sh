@@ -41,35 +41,47 @@ have_redis() {
 	fi
 }
 
+# how_to_install says how this user can run apt-get: "" as root, "sudo",
+# or "no" (no apt-get, sudo asks a password, or SLOTMOVER_NO_INSTALL=1).
+how_to_install() {
+	if [ "${SLOTMOVER_NO_INSTALL:-}" = 1 ] || ! command -v apt-get >/dev/null; then
+		echo no
+	elif [ "$(id -u)" = 0 ]; then
+		echo ""
+	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+		echo sudo
+	else
+		echo no
+	fi
+}
+
+# apt_install runs apt-get (update, install "$@") as how_to_install says.
+apt_install() {
+	local sudo
+	sudo=$(how_to_install)
+	echo "+ ${sudo:+sudo }apt-get update && ${sudo:+sudo }apt-get install -y -qq --no-install-recommends $*" >&2
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
+}
+
 if ! have_redis; then
 	if [ -n "${SLOTMOVER_REDIS_SERVER:-}" ]; then
 		echo "scripts/setup.sh: SLOTMOVER_REDIS_SERVER=$SLOTMOVER_REDIS_SERVER is not an executable file" >&2
 		exit 2
 	fi
-	packages="redis-server redis-tools"
-	install="apt-get install -y -qq --no-install-recommends $packages"
 	if ! command -v apt-get >/dev/null; then
 		echo "scripts/setup.sh: redis-server and redis-cli are missing: install Redis 7 (its server and cli) with the system's package manager, or set SLOTMOVER_REDIS_SERVER=/path/to/redis-server" >&2
 		exit 2
 	fi
-	sudo=""
-	if [ "$(id -u)" != 0 ]; then
-		sudo="sudo"
-		if ! command -v sudo >/dev/null || ! sudo -n true 2>/dev/null; then
-			sudo=none
-		fi
-	fi
-	if [ "${SLOTMOVER_NO_INSTALL:-}" = 1 ] || [ "$sudo" = none ]; then
+	if [ "$(how_to_install)" = no ]; then
 		echo "scripts/setup.sh: redis-server and redis-cli are missing; install them with:" >&2
-		echo "  sudo apt-get update && sudo $install" >&2
+		echo "  sudo apt-get update && sudo apt-get install -y -qq --no-install-recommends redis-server redis-tools" >&2
 		echo "or set SLOTMOVER_REDIS_SERVER=/path/to/redis-server" >&2
 		exit 2
 	fi
-	echo "+ ${sudo:+sudo }apt-get update && ${sudo:+sudo }$install" >&2
-	$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-	$sudo env DEBIAN_FRONTEND=noninteractive $install
+	apt_install redis-server redis-tools
 	if ! have_redis; then
-		echo "scripts/setup.sh: $packages installed, and still no redis-server and redis-cli on the PATH" >&2
+		echo "scripts/setup.sh: redis-server and redis-tools installed, and still no redis-server and redis-cli on the PATH" >&2
 		exit 2
 	fi
 fi
