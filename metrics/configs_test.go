@@ -30,7 +30,7 @@ func TestAlertsAndDashboardUseExportedMetrics(t *testing.T) {
 		}
 	}
 
-	rulesText, err := os.ReadFile("../configs/prometheus-alerts.yaml")
+	rulesText, err := os.ReadFile("../configs/monitoring/prometheus-alerts.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestAlertsAndDashboardUseExportedMetrics(t *testing.T) {
 			exprs = append(exprs, r.Expr)
 		}
 	}
-	dashText, err := os.ReadFile("../configs/grafana-dashboard.json")
+	dashText, err := os.ReadFile("../configs/monitoring/grafana-dashboard.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestAlertsAndDashboardUseExportedMetrics(t *testing.T) {
 	}
 
 	if promtool, err := exec.LookPath("promtool"); err == nil {
-		if out, err := exec.Command(promtool, "check", "rules", "../configs/prometheus-alerts.yaml").CombinedOutput(); err != nil {
+		if out, err := exec.Command(promtool, "check", "rules", "../configs/monitoring/prometheus-alerts.yaml").CombinedOutput(); err != nil {
 			t.Errorf("promtool check rules: %v\n%s", err, out)
 		}
 	} else {
