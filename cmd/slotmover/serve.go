@@ -120,7 +120,9 @@ func serve(ctx context.Context, c *config.Serve, log *slog.Logger, ready func(ad
 	var bus atomic.Pointer[natsapi.Server]
 	var m *sidecar.Local
 	var nc *nats.Conn
-	src := metrics.Sources{Tasks: func() []sidecar.Task { ts, _ := m.Status(""); return ts }, Version: buildVersion()}
+	natsUp := func() bool { return nc != nil && nc.IsConnected() }
+	version := buildVersion()
+	src := metrics.Sources{Tasks: func() []sidecar.Task { ts, _ := m.Status(""); return ts }, Version: version}
 	if len(c.NATS.Servers) > 0 {
 		src.NATSLost = func() int64 {
 			if b := bus.Load(); b != nil {
@@ -128,7 +130,7 @@ func serve(ctx context.Context, c *config.Serve, log *slog.Logger, ready func(ad
 			}
 			return 0
 		}
-		src.NATSConnected = func() bool { return nc != nil && nc.IsConnected() }
+		src.NATSConnected = natsUp
 	}
 	mets := metrics.New(src)
 	m = sidecar.New(sidecar.Config{
@@ -148,7 +150,7 @@ func serve(ctx context.Context, c *config.Serve, log *slog.Logger, ready func(ad
 	recs := journal.Records()
 	var link atomic.Pointer[natsLink]
 	attachTo := func(ctx context.Context) (*natsLink, error) {
-		return attachNATS(ctx, nc, natsapi.Config{Prefix: c.NATS.SubjectPrefix, NodeID: top.Myself.ID, Alias: c.NATS.Alias, Addr: node.Addr, Version: buildVersion(), Logger: log}, me)
+		return attachNATS(ctx, nc, natsapi.Config{Prefix: c.NATS.SubjectPrefix, NodeID: top.Myself.ID, Alias: c.NATS.Alias, Addr: node.Addr, Version: version, Logger: log}, me)
 	}
 	if len(c.NATS.Servers) > 0 {
 		nc, err = connectNATS(c.NATS, "slotmover sidecar", log)
@@ -225,7 +227,7 @@ func serve(ctx context.Context, c *config.Serve, log *slog.Logger, ready func(ad
 			}
 			switch {
 			case nc == nil:
-			case !nc.IsConnected():
+			case !natsUp():
 				errs = append(errs, fmt.Errorf("NATS %s: not connected", natsServers(c.NATS.Servers)))
 			case bus.Load() == nil:
 				errs = append(errs, errors.New("NATS: connected, not answering (not taken up yet, or another sidecar serves this node)"))
@@ -243,7 +245,7 @@ func serve(ctx context.Context, c *config.Serve, log *slog.Logger, ready func(ad
 	}
 	adminCtx, stopAdmin := context.WithCancel(context.Background())
 	defer stopAdmin()
-	adm := admin.New(admin.Config{Password: c.Admin.Password, TLS: adminTLS, Version: buildVersion()}, m, log)
+	adm := admin.New(admin.Config{Password: c.Admin.Password, TLS: adminTLS, Version: version}, m, log)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
