@@ -318,6 +318,9 @@ func (f *feeder) applyChunk(c *chunkCopy) error {
 	if err := f.sendElements(b, c); err != nil {
 		return err
 	}
+	if h := f.opts.Hooks.BigKeyStarted; h != nil && c.first {
+		h(b.key)
+	}
 	if c.Cursor != "0" {
 		return nil
 	}

@@ -97,6 +97,10 @@ type Hooks struct {
 	// between the check that no slot is importing on the target and the
 	// marks: where two moves of the same slots can pass each other.
 	BeforeMarks func()
+	// BigKeyStarted runs in the feeder, which waits for it, once the first
+	// chunk of a big key read in chunks (keys path) is on its way to the
+	// target: the key's read is under way, a few chunks ahead at most.
+	BigKeyStarted func(key string)
 }
 
 // Defaults.

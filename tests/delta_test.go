@@ -27,12 +27,15 @@ import (
 // mirrored runs every operation on the cluster and on a standalone mirror,
 // so that the mirror holds what the cluster must hold afterwards.
 type mirrored struct {
+	mu     sync.Mutex // the cluster and the mirror see writes in one order
 	cc     *redis.ClusterClient
 	mirror *redis.Client
 	keys   map[string]bool
 }
 
 func (m *mirrored) do(ctx context.Context, keys []string, op func(c redis.Cmdable) error) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	for _, k := range keys {
 		m.keys[k] = true
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -212,40 +213,36 @@ func TestKeysPathReadsBigKeysInChunks(t *testing.T) {
 		}
 		opsErr <- err
 	}()
-	// One ZPOPMIN (by position: the read starts over) once the target
-	// holds part of the sorted set.
+	// One ZPOPMIN (by position: the read starts over) once the sorted
+	// set's read is under way: the feeder waits for it, and at most a few
+	// of the set's 20 or more chunks are read ahead.
 	target := c.Nodes[3].Client()
 	defer target.Close()
-	popped := make(chan error, 1)
-	go func() {
-		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && opsCtx.Err() == nil; time.Sleep(2 * time.Millisecond) {
-			var n *redis.IntCmd
-			if _, err := target.Pipelined(ctx, func(p redis.Pipeliner) error {
-				p.Do(ctx, "ASKING")
-				n = p.ZCard(ctx, zset)
-				return nil
-			}); err == nil && n.Val() > 0 && n.Val() < zElements/2 {
-				popped <- m.do(ctx, nil, func(c redis.Cmdable) error { return c.ZPopMin(ctx, zset, 50).Err() })
-				return
-			}
+	var popped error = errors.New("the sorted set's read never started")
+	var popOnce sync.Once
+	popDuringRead := func(key string) {
+		if key == zset {
+			popOnce.Do(func() {
+				popped = m.do(ctx, nil, func(c redis.Cmdable) error { return c.ZPopMin(ctx, zset, 50).Err() })
+			})
 		}
-		popped <- errors.New("never saw part of the sorted set on the target")
-	}()
+	}
 	time.Sleep(100 * time.Millisecond)
 	sum, err := mover.Run(ctx, mover.Options{
 		Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
 		Slots: set, Logger: testLogger(t), Snapshot: mover.SnapshotKeys, BigKeyElements: 5000,
 		// Applying the stream slowly spaces the chunk reads (each waits
 		// for a marker), so that many writes fall between them.
-		Hooks: mover.Hooks{Delta: func(*stream.Command) bool { time.Sleep(100 * time.Microsecond); return true }},
+		Hooks: mover.Hooks{Delta: func(*stream.Command) bool { time.Sleep(100 * time.Microsecond); return true },
+			BigKeyStarted: popDuringRead},
 	})
 	time.Sleep(100 * time.Millisecond)
 	stopOps()
 	if err := <-opsErr; err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 		t.Fatalf("workload: %v", err)
 	}
-	if err := <-popped; err != nil {
-		t.Fatalf("ZPOPMIN during the sorted set's read: %v", err)
+	if popped != nil {
+		t.Fatalf("ZPOPMIN during the sorted set's read: %v", popped)
 	}
 	if err != nil || sum.Result != mover.ResultMoved || sum.Snapshot != mover.SnapshotKeys {
 		t.Fatalf("move: %s on the %s path: %v", sum.Result, sum.Snapshot, err)
