@@ -44,8 +44,22 @@ type Applier struct {
 	gone     [][]byte // keys a guarded command found gone (see GuardScript)
 	err      error
 
+	gate    Gate // nil: never held
+	gateCtx context.Context
+
 	stop chan struct{}
 	wg   sync.WaitGroup
+}
+
+// Gate holds the writes to the target (see package throttle).
+type Gate interface {
+	Wait(context.Context) error
+}
+
+// SetGate makes every command wait for g before it is written; ctx ends
+// those waits. Call it before the first Send.
+func (a *Applier) SetGate(ctx context.Context, g Gate) {
+	a.gate, a.gateCtx = g, ctx
 }
 
 // pending is one expected reply, or (reply false) an offset mark that is
@@ -121,6 +135,9 @@ func (a *Applier) Gone() int {
 }
 
 func (a *Applier) send(p pending, args [][]byte) error {
+	if err := a.held(); err != nil {
+		return err
+	}
 	a.mu.Lock()
 	if a.inflight >= a.window && a.err == nil {
 		a.mu.Unlock()
@@ -144,10 +161,21 @@ func (a *Applier) send(p pending, args [][]byte) error {
 // while the target's replies are off (CLIENT REPLY OFF), and for that
 // command itself. The caller checks their outcome another way.
 func (a *Applier) SendQuiet(args ...[]byte) error {
+	if err := a.held(); err != nil {
+		return err
+	}
 	if err := a.Err(); err != nil {
 		return err
 	}
 	return a.write(args)
+}
+
+// held waits for the gate, if any.
+func (a *Applier) held() error {
+	if a.gate == nil {
+		return nil
+	}
+	return a.gate.Wait(a.gateCtx)
 }
 
 func (a *Applier) write(args [][]byte) error {

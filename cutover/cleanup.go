@@ -20,6 +20,8 @@ import (
 type Pace struct {
 	Batch int
 	Sleep time.Duration
+	// Gate, if set, holds each batch (see package throttle).
+	Gate interface{ Wait(context.Context) error }
 }
 
 // DefaultBatch was measured with 333k orphans of 512 B on the source and a
@@ -225,6 +227,11 @@ func purge(ctx context.Context, c *redis.Client, group []uint16, pace Pace) (int
 	var removed int64
 	idle := 0 // rounds that removed nothing: expired keys go that way, but not forever
 	for len(group) > 0 {
+		if pace.Gate != nil {
+			if err := pace.Gate.Wait(ctx); err != nil {
+				return removed, err
+			}
+		}
 		per := max(1, pace.batch()/len(group))
 		lists := make([]*redis.StringSliceCmd, len(group))
 		_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {

@@ -24,6 +24,7 @@ import (
 	"github.com/slotmover/slotmover/slotread"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/stream"
+	"github.com/slotmover/slotmover/throttle"
 )
 
 // feeder moves data from the replica link to the target: the snapshot's keys
@@ -55,7 +56,8 @@ type feeder struct {
 	keys          *keySnapshot            // the keys path's snapshot; nil for the RDB's
 	frozenAt      atomic.Int64            // 1 + the stream offset past which nothing is applied; 0 until the cutover
 	warnedSplit   bool
-	expiring      *expiring // keys that may expire on the target before a command on them arrives
+	expiring      *expiring      // keys that may expire on the target before a command on them arrives
+	gate          *throttle.Gate // holds the keys path's reads on the source (the applier's writes hold on it too)
 }
 
 // freeze stops applying the stream at and past off, and freeze(-1) lifts

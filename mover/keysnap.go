@@ -1,6 +1,7 @@
 package mover
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -103,7 +104,7 @@ func (f *feeder) readKeys(ctx context.Context, r *stream.CommandReader) error {
 	var end int64
 	for {
 		for ks.reading < readsAhead && ks.toRead() {
-			if err := ctx.Err(); err != nil {
+			if err := cmp.Or(ctx.Err(), f.gate.Wait(ctx)); err != nil {
 				return err
 			}
 			var err error

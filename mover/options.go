@@ -11,6 +11,7 @@ import (
 	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/stream"
+	"github.com/slotmover/slotmover/throttle"
 )
 
 // Conn says how to reach a Redis node.
@@ -50,6 +51,11 @@ type Options struct {
 	// writes.
 	ChunkTime time.Duration
 	Cleanup   cutover.Pace
+	// Budget is what the move may cost the source and the target, as
+	// their clients see it: the copy and the cleanup hold while a probe's
+	// round trip is over it (see package throttle). The zero value is
+	// throttle.DefaultBudget.
+	Budget throttle.Budget
 	// ReplyPerKey takes the target's reply to every command of the snapshot,
 	// instead of turning replies off and proving afterwards from the
 	// target's error counts that none failed (faster; see verifyQuiet).
@@ -192,6 +198,11 @@ type Progress struct {
 	SpoolBytes    int64 // what the replica link holds unread, in memory and spool files (bounded by MaxSpool)
 	Lag           int64 // source offset minus the offset acknowledged by the target; -1 before catch-up
 	Elapsed       time.Duration
+	Budget        string        // the budget in force (throttle.Budget.String)
+	Holding       []string      // why the copy holds now, if it does (over budget, paused)
+	Throttled     time.Duration // held over budget so far
+	Paused        time.Duration // held by an operator so far
+	CutoverHeld   bool          // the cutover waits for Move.HoldCutover(false)
 }
 
 // Summary is the outcome of a move; `slotmover move --json` prints it.
@@ -224,9 +235,12 @@ type Summary struct {
 	SnapshotMS      int64           `json:"snapshot_ms"`
 	CatchupMS       int64           `json:"catchup_ms"`
 	PauseMS         float64         `json:"pause_ms"`
-	NoOwnerMS       float64         `json:"no_owner_ms"` // the bound on the instant neither node served the slots (cutover.Result.NoOwner)
-	SwitchMS        int64           `json:"switch_ms"`   // from the start until the target served the slots
-	CleanupMS       int64           `json:"cleanup_ms"`  // removing the orphans from the source, after the switch
+	NoOwnerMS       float64         `json:"no_owner_ms"`  // the bound on the instant neither node served the slots (cutover.Result.NoOwner)
+	SwitchMS        int64           `json:"switch_ms"`    // from the start until the target served the slots
+	CleanupMS       int64           `json:"cleanup_ms"`   // removing the orphans from the source, after the switch
+	ThrottledMS     int64           `json:"throttled_ms"` // held because the servers were over the budget
+	PausedMS        int64           `json:"paused_ms"`    // held by an operator (Move.Pause)
+	Budget          string          `json:"budget"`
 	TotalMS         int64           `json:"total_ms"`
 	CutoverAttempts int             `json:"cutover_attempts"`
 	FenceOffset     int64           `json:"fence_offset"`   // the source's offset when its write pause began

@@ -21,6 +21,7 @@ import (
 	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/internal/info"
 	"github.com/slotmover/slotmover/stream"
+	"github.com/slotmover/slotmover/throttle"
 )
 
 // Run moves opts.Slots from opts.Source to opts.Target. It returns the
@@ -48,8 +49,14 @@ func Start(ctx context.Context, opts Options) *Move {
 		opts:  opts,
 		m:     NewMachine(opts.MaxAttempts),
 		start: time.Now(),
+		gate:  throttle.NewGate(),
 	}
 	t.log = opts.Logger.With("task", opts.TaskID, "slots", opts.Slots.String())
+	t.probed = []throttle.Server{
+		{Name: "source " + opts.Source.Addr, Client: opts.Source.Client()},
+		{Name: "target " + opts.Target.Addr, Client: opts.Target.Client()},
+	}
+	t.prober = throttle.NewProber(t.gate, opts.Budget, t.probed, t.log)
 	t.sum = Summary{TaskID: opts.TaskID, Source: opts.Source.Addr, Target: opts.Target.Addr, Slots: opts.Slots.String()}
 	cctx, cancel := context.WithCancel(ctx)
 	mv := &Move{t: t, cancel: cancel, done: make(chan struct{})}
@@ -76,6 +83,34 @@ func (mv *Move) Cancel() error {
 		return ErrTooLate
 	}
 	mv.cancel()
+	return nil
+}
+
+// Progress is where the move stands now.
+func (mv *Move) Progress() Progress { return mv.t.progress() }
+
+// Pause holds the move's copy (reads on the source, writes to the
+// target), its cutover and its cleanup until Resume. A cutover under way
+// finishes first.
+func (mv *Move) Pause() { mv.t.gate.Set(throttle.Paused, true, "by an operator") }
+
+// Resume lets a paused move go on.
+func (mv *Move) Resume() { mv.t.gate.Set(throttle.Paused, false, "") }
+
+// SetBudget changes the move's budget.
+func (mv *Move) SetBudget(b throttle.Budget) { mv.t.prober.SetBudget(b) }
+
+// HoldCutover keeps the move from cutting over (it keeps the target caught
+// up meanwhile) until HoldCutover(false): an operator's window. Once the
+// source has released the slots it changes nothing and returns ErrTooLate.
+func (mv *Move) HoldCutover(hold bool) error {
+	mv.t.machineMu.Lock()
+	defer mv.t.machineMu.Unlock()
+	if mv.t.m.Released() {
+		return ErrTooLate
+	}
+	mv.t.cutoverHeld.Store(hold)
+	mv.t.log.Info("cutover hold", "held", hold)
 	return nil
 }
 
@@ -109,6 +144,11 @@ type task struct {
 	clock         sourceClock
 	evictedBefore int64  // the target's evicted_keys before the move
 	lock          string // the key locking the slots on the target, while held (markOneByOne)
+
+	gate        *throttle.Gate // holds the copy and the cleanup
+	prober      *throttle.Prober
+	probed      []throttle.Server
+	cutoverHeld atomic.Bool // by HoldCutover
 }
 
 // copyStats count what the feeder copied, for progress reports and the summary.
@@ -159,7 +199,15 @@ func (t *task) run(ctx, cancellable context.Context) error {
 		PhaseCleanup:   t.cleanup,
 		PhaseRollback:  t.rollBack,
 	}
+	probeCtx, stopProbes := context.WithCancel(ctx)
+	var probing sync.WaitGroup
+	probing.Go(func() { t.prober.Run(probeCtx) })
 	defer func() {
+		stopProbes()
+		probing.Wait()
+		for _, s := range t.probed {
+			s.Client.Close()
+		}
 		t.stopCopy()
 		if t.p != nil {
 			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -250,7 +298,9 @@ func (t *task) cleanup(ctx context.Context) (Event, error) {
 		t.log.Info("the target's replicas have every moved key", "replicas", n, "waited_ms", time.Since(t.start).Milliseconds()-t.sum.SwitchMS)
 	}
 	cleanupStart := time.Now()
-	removed, err := cutover.Cleanup(ctx, t.p.source, t.opts.Slots, t.opts.Cleanup)
+	pace := t.opts.Cleanup
+	pace.Gate = t.gate
+	removed, err := cutover.Cleanup(ctx, t.p.source, t.opts.Slots, pace)
 	t.sum.CleanupMS = time.Since(cleanupStart).Milliseconds()
 	t.sum.OrphansRemoved = removed
 	switch {
@@ -322,6 +372,8 @@ type copying struct {
 	// catchupStart is when the snapshot was applied; lagTick paces the
 	// looks at the lag (a full tick between them judges its trend).
 	catchupStart time.Time
+	clockFrom    time.Time     // what MaxCatchUp counts from (see catchUpTime)
+	heldBefore   time.Duration // the gate's time held by then
 	lagTick      *time.Ticker
 	progressTick *time.Ticker // progress reports and eviction checks
 }
@@ -355,13 +407,14 @@ func (t *task) startCopy(ctx context.Context) error {
 	t.mu.Unlock()
 
 	feedCtx, stop := context.WithCancel(ctx)
+	app.SetGate(feedCtx, t.gate)
 	c := &copying{link: link, snapDone: make(chan struct{}), feedErr: make(chan error, 1), stop: stop,
 		lagTick: time.NewTicker(20 * time.Millisecond), progressTick: time.NewTicker(500 * time.Millisecond)}
 	c.f = &feeder{
 		opts: &t.opts, log: t.log, sourceID: t.p.sourceID, stats: &t.stats, clock: &t.clock,
 		link: link, app: app, keyTable: keyTable, targetVersion: targetVersion,
 		source: t.p.source, target: t.p.target, deferred: map[string]uint64{}, pending: map[string]*pendingRead{},
-		valueBuf: make([]byte, 0, 32), expiring: newExpiring(),
+		valueBuf: make([]byte, 0, 32), expiring: newExpiring(), gate: t.gate,
 	}
 	if t.snap.path == SnapshotKeys {
 		c.f.keys = newKeySnapshot(t.snap, int64(t.opts.BigKeyElements))
@@ -509,7 +562,7 @@ func (t *task) catchUp(ctx context.Context) (Event, error) {
 			}
 		}
 		look = false
-		if waited := time.Since(c.catchupStart); waited > t.opts.MaxCatchUp {
+		if waited := t.catchUpTime(c); waited > t.opts.MaxCatchUp {
 			return "", fmt.Errorf("no cutover after %s of catch-up: the target trails by %d bytes and %d keys wait for a resync (multi-key writes on the moving slots keep coming?)",
 				waited.Round(time.Second), t.lag.Load(), c.f.deferredCount.Load())
 		}
@@ -522,10 +575,27 @@ func (t *task) catchUp(ctx context.Context) (Event, error) {
 		}
 		lag := off - c.f.app.Acked()
 		prev := t.lag.Swap(lag)
-		if caughtUp(lag, prev, t.opts.MaxLag) && c.f.deferredCount.Load() == 0 && c.f.app.Gone() == 0 {
+		if caughtUp(lag, prev, t.opts.MaxLag) && c.f.deferredCount.Load() == 0 && c.f.app.Gone() == 0 && !t.holdsCutover() {
 			return EvLagLow, nil
 		}
 	}
+}
+
+// holdsCutover says whether the cutover must wait: held, or the move
+// paused (its lag may be low only because no write came).
+func (t *task) holdsCutover() bool {
+	return t.cutoverHeld.Load() || t.gate.State().IsPaused
+}
+
+// catchUpTime is the catch-up's time as MaxCatchUp counts it: not the
+// time the move was held, and from the last held cutover's release on.
+func (t *task) catchUpTime(c *copying) time.Duration {
+	st := t.gate.State()
+	held := st.Throttled + st.Paused
+	if c.clockFrom.IsZero() || t.cutoverHeld.Load() {
+		c.clockFrom, c.heldBefore = time.Now(), held
+	}
+	return time.Since(c.clockFrom) - (held - c.heldBefore)
 }
 
 // waitTick waits for the next tick of the lag, reporting progress meanwhile.
@@ -566,6 +636,8 @@ func (t *task) fence(f *feeder) cutover.Fence {
 // cutover makes one attempt at the switch (cutover.Switch).
 func (t *task) cutover(ctx context.Context) (Event, error) {
 	f := t.copy.f
+	t.gate.Bypass(true)
+	defer t.gate.Bypass(false)
 	res, err := cutover.Switch(ctx, cutover.Nodes{
 		Source: t.p.source, Target: t.p.target, SourceID: t.p.sourceID, TargetID: t.p.targetID, Others: t.p.others,
 	}, cutover.Plan{Slots: t.opts.Slots, PauseBudget: t.opts.PauseBudget, FenceTimeout: t.opts.FenceTimeout,
@@ -602,21 +674,31 @@ func (t *task) cutover(ctx context.Context) (Event, error) {
 }
 
 func (t *task) report() {
-	if t.opts.Progress == nil {
-		return
+	if t.opts.Progress != nil {
+		t.opts.Progress(t.progress())
 	}
+}
+
+// progress is where the move stands now.
+func (t *task) progress() Progress {
+	t.machineMu.Lock()
+	phase := t.m.Phase()
+	t.machineMu.Unlock()
 	p := Progress{
-		TaskID: t.opts.TaskID, Phase: t.m.Phase(),
+		TaskID: t.opts.TaskID, Phase: phase,
 		KeysCopied: t.stats.keys.Load(), BytesCopied: t.stats.bytes.Load(), BigKeys: t.stats.bigKeys.Load(),
 		DeltaCommands: t.stats.delta.Load(), Lag: t.lag.Load(), Elapsed: time.Since(t.start),
+		Budget: t.prober.Budget().String(), CutoverHeld: t.cutoverHeld.Load(),
 	}
+	st := t.gate.State()
+	p.Holding, p.Throttled, p.Paused = st.Holding, st.Throttled, st.Paused
 	t.mu.Lock()
 	if t.link != nil {
 		st := t.link.Stats()
 		p.RDBBytes, p.SpoolBytes = st.RDBBytes, st.SpoolBytes
 	}
 	t.mu.Unlock()
-	t.opts.Progress(p)
+	return p
 }
 
 // finish fills the summary from the machine's final state.
@@ -628,13 +710,15 @@ func (t *task) finish() Summary {
 	s.KeysResynced = t.stats.resynced.Load()
 	s.KeysCopied, s.BytesCopied, s.BigKeys, s.DeltaCommands = t.stats.keys.Load(), t.stats.bytes.Load(), t.stats.bigKeys.Load(), t.stats.delta.Load()
 	s.TotalMS = time.Since(t.start).Milliseconds()
+	st := t.gate.State()
+	s.ThrottledMS, s.PausedMS, s.Budget = st.Throttled.Milliseconds(), st.Paused.Milliseconds(), t.prober.Budget().String()
 	if err := t.m.Cause(); err != nil {
 		s.Error = err.Error()
 	}
 	if s.Result == ResultStuck {
 		s.Repair = t.repair()
 	}
-	t.log.Info("move finished", "result", s.Result, "keys", s.KeysCopied, "pause_ms", s.PauseMS, "total_ms", s.TotalMS, "spool_peak_bytes", s.SpoolPeakBytes, "error", s.Error)
+	t.log.Info("move finished", "result", s.Result, "keys", s.KeysCopied, "pause_ms", s.PauseMS, "total_ms", s.TotalMS, "throttled_ms", s.ThrottledMS, "spool_peak_bytes", s.SpoolPeakBytes, "error", s.Error)
 	return *s
 }
 
