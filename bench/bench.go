@@ -227,7 +227,7 @@ func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, r
 		// The label lets a profile (--cpuprofile) be narrowed to the moves:
 		// go tool pprof -tagfocus phase=move.
 		pprof.Do(mctx, pprof.Labels("phase", "move"), func(mctx context.Context) {
-			r.Tasks, err = moveWithSlotmover(mctx, c, p, snapshotOf[method], dir)
+			r.Tasks, err = moveWithSlotmover(mctx, c, p, snapshotOf[method], cfg.Budget, dir)
 		})
 		var paths []string
 		for _, t := range r.Tasks {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/slots"
+	"github.com/slotmover/slotmover/throttle"
 )
 
 // Method names.
@@ -80,6 +81,10 @@ type Config struct {
 	// LoadRate is the INCRs per second a background client sends over all
 	// slots while a move runs; 0 for none.
 	LoadRate int
+
+	// Budget is slotmover's impact budget in its moves (the default's by
+	// default).
+	Budget throttle.Budget
 
 	Dir      string // parent of the servers' working directories ("" for the system temp dir)
 	KeepDirs bool   // keep every run's directory (failed runs' are always kept)

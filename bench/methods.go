@@ -16,6 +16,7 @@ import (
 	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/mover"
+	"github.com/slotmover/slotmover/throttle"
 )
 
 // reshard runs redis-cli --cluster reshard for the plan and waits for it;
@@ -69,8 +70,9 @@ type TaskResult struct {
 
 // moveWithSlotmover runs one mover.Run per share, all at once, with the
 // defaults of `slotmover move` but the snapshot path (mover.SnapshotAuto,
-// SnapshotRDB or SnapshotKeys); each task logs to its own file in dir.
-func moveWithSlotmover(ctx context.Context, c *localcluster.Cluster, p plan, snapshot, dir string) ([]TaskResult, error) {
+// SnapshotRDB or SnapshotKeys) and the budget; each task logs to its own
+// file in dir.
+func moveWithSlotmover(ctx context.Context, c *localcluster.Cluster, p plan, snapshot string, budget throttle.Budget, dir string) ([]TaskResult, error) {
 	results := make([]TaskResult, len(p.Shares))
 	errs := make([]error, len(p.Shares))
 	var wg sync.WaitGroup
@@ -78,7 +80,7 @@ func moveWithSlotmover(ctx context.Context, c *localcluster.Cluster, p plan, sna
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], errs[i] = runTask(ctx, c, sh, snapshot, dir)
+			results[i], errs[i] = runTask(ctx, c, sh, snapshot, budget, dir)
 		}()
 	}
 	wg.Wait()
@@ -90,7 +92,7 @@ func moveWithSlotmover(ctx context.Context, c *localcluster.Cluster, p plan, sna
 	return results, nil
 }
 
-func runTask(ctx context.Context, c *localcluster.Cluster, sh share, snapshot, dir string) (TaskResult, error) {
+func runTask(ctx context.Context, c *localcluster.Cluster, sh share, snapshot string, budget throttle.Budget, dir string) (TaskResult, error) {
 	name := fmt.Sprintf("slotmover-%d", sh.Source)
 	f, err := os.Create(filepath.Join(dir, name+".log"))
 	if err != nil {
@@ -101,7 +103,7 @@ func runTask(ctx context.Context, c *localcluster.Cluster, sh share, snapshot, d
 	if err := os.MkdirAll(spool, 0o755); err != nil {
 		return TaskResult{}, fmt.Errorf("spool dir: %w", err)
 	}
-	// The defaults of `slotmover move`, but the snapshot path.
+	// The defaults of `slotmover move`, but the snapshot path and budget.
 	sum, err := mover.Run(ctx, mover.Options{
 		Source:   mover.Conn{Addr: c.Nodes[sh.Source].Addr},
 		Target:   mover.Conn{Addr: c.Nodes[targetNode].Addr},
@@ -109,6 +111,7 @@ func runTask(ctx context.Context, c *localcluster.Cluster, sh share, snapshot, d
 		Snapshot: snapshot,
 		SpoolDir: spool,
 		Cleanup:  cutover.Pace{Sleep: time.Millisecond},
+		Budget:   budget,
 		Logger:   slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	})
 	res := TaskResult{Summary: sum}

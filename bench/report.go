@@ -22,6 +22,7 @@ type Report struct {
 	BigElements int      `json:"big_elements,omitempty"`
 	BigTypes    []string `json:"big_types,omitempty"`
 	LoadRate    int      `json:"load_rate"`
+	Budget      string   `json:"budget"` // slotmover's
 	Runs        int      `json:"runs"`
 	Rows        []*Row   `json:"rows"`
 }
@@ -69,7 +70,7 @@ type Row struct {
 func newReport(cfg *Config) *Report {
 	r := &Report{
 		Server: serverVersion(), Keys: cfg.Keys, ValueSize: cfg.ValueSize, Types: cfg.Types,
-		BigKeys: cfg.BigKeys, LoadRate: cfg.LoadRate, Runs: cfg.Runs,
+		BigKeys: cfg.BigKeys, LoadRate: cfg.LoadRate, Budget: cfg.Budget.String(), Runs: cfg.Runs,
 	}
 	if slices.Contains(cfg.Workloads, WorkloadSmall) {
 		r.SmallSlots = cfg.SmallSlots
@@ -184,7 +185,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 			data += " (" + strings.Join(r.BigTypes, ", ") + ")"
 		}
 	}
-	fmt.Fprintf(&b, "%s; %s; median of %d run(s); background load %d INCR/s\n", r.Server, data, r.Runs, r.LoadRate)
+	fmt.Fprintf(&b, "%s; %s; median of %d run(s); background load %d INCR/s; slotmover's budget %s\n", r.Server, data, r.Runs, r.LoadRate, r.Budget)
 	if r.ASMServer != "" {
 		fmt.Fprintf(&b, "asm: %s (its own cluster)\n", r.ASMServer)
 	}
@@ -260,10 +261,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 		for _, run := range row.Runs {
 			for _, t := range run.Tasks {
 				s := t.Summary
-				details = append(details, fmt.Sprintf("  %s/%s run %d, %s slots %s: %d keys, snapshot %s (%s), rdb %.1f MB, snapshot %d ms, catchup %d ms, switched at %d ms (pause %.1f ms, %d attempt(s)), cleanup %d ms (%d orphans), total %d ms",
+				details = append(details, fmt.Sprintf("  %s/%s run %d, %s slots %s: %d keys, snapshot %s (%s), rdb %.1f MB, snapshot %d ms, catchup %d ms, switched at %d ms (pause %.1f ms, %d attempt(s)), cleanup %d ms (%d orphans), total %d ms (%d ms held over budget)",
 					row.Workload, row.Method, run.Run, s.Source, s.Slots, s.KeysCopied, s.Snapshot, s.SnapshotReason, float64(s.RDBBytes)/1e6,
 					s.SnapshotMS, s.CatchupMS, s.SwitchMS, s.PauseMS, s.CutoverAttempts,
-					s.CleanupMS, s.OrphansRemoved, s.TotalMS))
+					s.CleanupMS, s.OrphansRemoved, s.TotalMS, s.ThrottledMS))
 			}
 		}
 	}

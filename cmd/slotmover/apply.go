@@ -23,6 +23,7 @@ import (
 	"github.com/slotmover/slotmover/natsapi"
 	"github.com/slotmover/slotmover/planner"
 	"github.com/slotmover/slotmover/slots"
+	"github.com/slotmover/slotmover/throttle"
 )
 
 // Results of apply beside mover's.
@@ -52,10 +53,11 @@ func applyCmd(args []string) int {
 	var cf connFlags
 	var parallel int
 	var dryRun bool
-	var snapshot string
+	var snapshot, budget string
 	fs.IntVar(&parallel, "parallel", 1, "run at most `N` moves at a time (never two from the same source)")
 	fs.BoolVar(&dryRun, "dry-run", false, "check every move against the cluster and print what would run; change nothing")
 	fs.StringVar(&snapshot, "snapshot", "", "how each move first copies the keys: `auto`, rdb or keys (see slotmover move -h); over NATS, unset keeps each sidecar's setting")
+	fs.StringVar(&budget, "budget", "", "each move's impact budget: `default`, off, or max-event=DURATION,max-rise=RATIO (see slotmover move -h); over NATS, unset keeps each sidecar's setting")
 	var d daemonFlags
 	fs.StringVar(&d.natsURL, "nats", "", "send each move to its target's sidecar over NATS at this `URL`, instead of running it here")
 	fs.StringVar(&d.config, "nats-config", "", "over NATS, connect as the sidecar of this YAML `file` does (servers, credentials, TLS, subject prefix)")
@@ -77,6 +79,11 @@ func applyCmd(args []string) int {
 	path := pos[0]
 	if parallel < 1 {
 		fmt.Fprintf(os.Stderr, "slotmover apply: --parallel %d: 1 or more\n", parallel)
+		return exitRefused
+	}
+	b, err := throttle.ParseBudget(budget)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "slotmover apply: --budget: %v\n", err)
 		return exitRefused
 	}
 	p, err := readPlan(path)
@@ -102,6 +109,9 @@ func applyCmd(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	a := &applier{plan: p, cf: cf, parallel: parallel, snapshot: snapshot, level: level, out: os.Stdout}
+	if budget != "" {
+		a.budget = &b
+	}
 	if (d.natsURL != "" || d.config != "") && !dryRun {
 		if a.bus, err = d.bus("slotmover apply"); err != nil {
 			fmt.Fprintf(os.Stderr, "slotmover apply: %v\n", err)
@@ -130,6 +140,7 @@ type applier struct {
 	cf       connFlags
 	parallel int
 	snapshot string
+	budget   *throttle.Budget // nil: the default here, each sidecar's setting over NATS
 	level    slog.Level
 	out      io.Writer
 	bus      *natsapi.Client // moves go to the targets' sidecars; nil: run here
@@ -375,6 +386,9 @@ func (a *applier) local(ctx context.Context, r *applied, logger *slog.Logger, pr
 	src, _ := a.cf.conn(m.Source)
 	tgt, _ := a.cf.conn(m.Target)
 	opts := mover.Options{Source: src, Target: tgt, Slots: set, Logger: logger, Snapshot: a.snapshot, Progress: progress}
+	if a.budget != nil {
+		opts.Budget = *a.budget
+	}
 	sum, err := mover.Run(ctx, opts)
 	r.Result, r.Keys, r.Total, r.Pause, r.Repair = sum.Result, sum.KeysCopied, sum.TotalMS, sum.PauseMS, sum.Repair
 	if err != nil {
@@ -390,6 +404,9 @@ func (a *applier) local(ctx context.Context, r *applied, logger *slog.Logger, pr
 func (a *applier) remote(ctx context.Context, r *applied, progress func(mover.Progress)) mover.Phase {
 	m := r.Move
 	req := natsapi.ImportRequest{Slots: m.Slots, Source: m.SourceID, Snapshot: a.snapshot}
+	if a.budget != nil {
+		req.Budget = a.budget.String()
+	}
 	tasks, err := a.bus.Import(ctx, m.TargetID, req)
 	var refused *natsapi.Error
 	// A sidecar at its tasks.max takes the move when one of its tasks ends.

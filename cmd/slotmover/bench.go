@@ -13,6 +13,7 @@ import (
 
 	"github.com/slotmover/slotmover/bench"
 	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/throttle"
 )
 
 // benchCmd compares slotmover with redis-cli --cluster reshard on fresh
@@ -48,6 +49,10 @@ median of --runs runs.
 	fs.BoolVar(&cfg.NoLatency, "no-ping", false, "do not PING the sources every ~1 ms during the move (the latency columns stay empty)")
 	fs.IntVar(&cfg.Runs, "runs", 1, "runs of each method and workload; the median is reported")
 	fs.IntVar(&cfg.LoadRate, "load-rate", 0, "INCRs per second a client sends over all slots during each move (0 for none)")
+	fs.Func("budget", "slotmover's impact budget: `default`, off, or max-event=DURATION,max-rise=RATIO (see slotmover move -h)", func(v string) (err error) {
+		cfg.Budget, err = throttle.ParseBudget(v)
+		return err
+	})
 	serverBin := fs.String("server-bin", localcluster.ServerBin, "redis-server binary to start (another build of Redis)")
 	fs.StringVar(&cfg.RedisCli, "redis-cli", "redis-cli", "redis-cli binary for reshard")
 	fs.StringVar(&cfg.Dir, "dir", "", "parent directory of the servers' working directories (default the system temp dir)")

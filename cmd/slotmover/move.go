@@ -16,6 +16,7 @@ import (
 	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
+	"github.com/slotmover/slotmover/throttle"
 )
 
 // moveFlags are the flags of move, shared with demo.
@@ -50,6 +51,10 @@ func (f *moveFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&o.MaxSpool, "max-spool", mover.DefaultMaxSpool, "roll back when the source's data not yet applied on the target passes this many `bytes`, in memory and spool files (negative: no bound)")
 	fs.BoolVar(&o.AllowEviction, "allow-eviction", false, "move even when the slots' keys look too big for the target's maxmemory (a move still rolls back if the target evicts a key)")
 	fs.StringVar(&o.Snapshot, "snapshot", mover.SnapshotAuto, "how the keys are first copied: `auto`, rdb (a full sync: the source forks) or keys (no fork: only the chosen slots' keys are read; a source without a replication backlog starts one, without a fork)")
+	fs.Func("budget", "what the move may cost the source and the target, as a PING sees it: `default` (no round trip over 20ms, p75 within 2x its idle p99 + 1ms), off, or max-event=DURATION,max-rise=RATIO; the copy and cleanup hold while over it", func(v string) (err error) {
+		o.Budget, err = throttle.ParseBudget(v)
+		return err
+	})
 	fs.BoolVar(&o.KeepSourceConfig, "keep-source-config", false, "do not turn off the source's repl-diskless-sync-delay and rdbcompression for the sync")
 	f.connFlags.register(fs)
 }
@@ -102,8 +107,13 @@ func runMove(ctx context.Context, f *moveFlags, stdout, stderr io.Writer) int {
 				lag = fmt.Sprintf("%dB", p.Lag)
 			}
 			rate := float64(p.KeysCopied) / max(p.Elapsed.Seconds(), 0.001)
-			fmt.Fprintf(stderr, "\r\033[K%-9s keys %d  %.1f MB  %.0f keys/s  big %d  delta %d  lag %s  %s",
-				p.Phase, p.KeysCopied, float64(p.BytesCopied)/1e6, rate, p.BigKeys, p.DeltaCommands, lag, p.Elapsed.Truncate(100*time.Millisecond))
+			held := ""
+			if len(p.Holding) > 0 {
+				held = "  held: " + strings.Join(p.Holding, "; ")
+			}
+			fmt.Fprintf(stderr, "\r\033[K%-9s keys %d  %.1f MB  %.0f keys/s  big %d  delta %d  lag %s  %s  throttled %s%s",
+				p.Phase, p.KeysCopied, float64(p.BytesCopied)/1e6, rate, p.BigKeys, p.DeltaCommands, lag, p.Elapsed.Truncate(100*time.Millisecond),
+				p.Throttled.Truncate(100*time.Millisecond), held)
 		}
 	}
 	sum, err := mover.Run(ctx, f.opts)
@@ -114,8 +124,8 @@ func runMove(ctx context.Context, f *moveFlags, stdout, stderr io.Writer) int {
 		enc := json.NewEncoder(stdout)
 		enc.Encode(sum)
 	} else {
-		fmt.Fprintf(stdout, "%s: slots %s from %s to %s: %d keys (%d big), %d delta commands, pause %.1f ms, total %d ms\n",
-			sum.Result, sum.Slots, sum.Source, sum.Target, sum.KeysCopied, sum.BigKeys, sum.DeltaCommands, sum.PauseMS, sum.TotalMS)
+		fmt.Fprintf(stdout, "%s: slots %s from %s to %s: %d keys (%d big), %d delta commands, pause %.1f ms, total %d ms (%d ms held over budget %s)\n",
+			sum.Result, sum.Slots, sum.Source, sum.Target, sum.KeysCopied, sum.BigKeys, sum.DeltaCommands, sum.PauseMS, sum.TotalMS, sum.ThrottledMS, sum.Budget)
 		if sum.Snapshot != "" {
 			fmt.Fprintf(stdout, "snapshot: %s (%s)\n", sum.Snapshot, sum.SnapshotReason)
 		}

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/slotmover/slotmover/mover"
+	"github.com/slotmover/slotmover/throttle"
 )
 
 // check refuses what cannot work, naming each key and where its value came
@@ -61,6 +62,9 @@ func (c *Serve) check() error {
 	}
 	if s := mv.Snapshot; s != mover.SnapshotAuto && s != mover.SnapshotRDB && s != mover.SnapshotKeys {
 		v.fail("move.snapshot", "want auto, rdb or keys, not %q", s)
+	}
+	if _, err := throttle.ParseBudget(mv.Budget); err != nil {
+		v.fail("move.budget", "%v", err)
 	}
 	if d := c.State.Dir; d != "" {
 		if st, err := os.Stat(d); err == nil && !st.IsDir() {

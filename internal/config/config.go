@@ -149,6 +149,7 @@ type Move struct {
 	AllowEviction    bool          `yaml:"allow_eviction"`
 	KeepSourceConfig bool          `yaml:"keep_source_config"`
 	Snapshot         string        `yaml:"snapshot"`
+	Budget           string        `yaml:"budget"`
 }
 
 // Log is the daemon's log.
@@ -192,6 +193,7 @@ func Defaults() *Serve {
 			CleanupSleep:   DefaultCleanupSleep,
 			MaxSpool:       mover.DefaultMaxSpool,
 			Snapshot:       mover.SnapshotAuto,
+			Budget:         "default",
 		},
 		Log: Log{Level: DefaultLogLevel, Format: DefaultLogFormat},
 	}

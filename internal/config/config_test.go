@@ -13,6 +13,7 @@ import (
 	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
+	"github.com/slotmover/slotmover/throttle"
 )
 
 func TestDefaults(t *testing.T) {
@@ -103,6 +104,7 @@ move:
   allow_eviction: true
   keep_source_config: true
   snapshot: keys
+  budget: max-event=5ms,max-rise=1.5
 log:
   level: debug
   format: json
@@ -124,7 +126,7 @@ func TestFileOnly(t *testing.T) {
 		Move: Move{MaxLag: 1 << 20, PauseBudget: 3 * time.Second, FenceTimeout: 500 * time.Millisecond, MaxAttempts: 7,
 			MaxCatchUp: 20 * time.Minute, ReplicaWait: 2 * time.Minute, Window: 500, BigKeyElements: 10000, Chunk: 250, ChunkTime: 3 * time.Millisecond,
 			ReplyPerKey: true, CleanupBatch: 100, CleanupSleep: 0, MaxSpool: 8 << 20, AllowEviction: true, KeepSourceConfig: true,
-			Snapshot: "keys"},
+			Snapshot: "keys", Budget: "max-event=5ms,max-rise=1.5"},
 		Log: Log{Level: "debug", Format: "json"},
 	}
 	c.from = nil
@@ -327,7 +329,7 @@ func TestNodeConnTLS(t *testing.T) {
 func TestMoveOptions(t *testing.T) {
 	c, err := Load(strings.Fields("--node h:1 --max-lag 5 --pause-budget 4s --fence-timeout 1s --max-attempts 6 --max-catch-up 7m "+
 		"--replica-wait 8s --window 9 --big-key-elements 10 --chunk 11 --chunk-time 2ms --reply-per-key --cleanup-batch 12 --cleanup-sleep 13ms "+
-		"--spool-dir "+t.TempDir()+" --max-spool 14 --allow-eviction --keep-source-config --snapshot rdb"), nil)
+		"--spool-dir "+t.TempDir()+" --max-spool 14 --allow-eviction --keep-source-config --snapshot rdb --budget off"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,6 +341,7 @@ func TestMoveOptions(t *testing.T) {
 	want.ReplicaWait, want.Window, want.BigKeyElements, want.Chunk, want.ReplyPerKey = 8*time.Second, 9, 10, 11, true
 	want.Cleanup, want.ChunkTime = cutover.Pace{Batch: 12, Sleep: 13 * time.Millisecond}, 2*time.Millisecond
 	want.SpoolDir, want.MaxSpool, want.AllowEviction, want.KeepSourceConfig, want.Snapshot = c.Move.SpoolDir, 14, true, true, "rdb"
+	want.Budget = throttle.Budget{Off: true}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got  %+v\nwant %+v", got, want)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/mover"
+	"github.com/slotmover/slotmover/throttle"
 )
 
 // Conn is how to reach the local master (and, With another address, the
@@ -130,6 +131,7 @@ func (m Move) Options(base mover.Options) mover.Options {
 	base.AllowEviction = m.AllowEviction
 	base.KeepSourceConfig = m.KeepSourceConfig
 	base.Snapshot = m.Snapshot
+	base.Budget, _ = throttle.ParseBudget(m.Budget) // Check read it
 	return base
 }
 
