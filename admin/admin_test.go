@@ -24,11 +24,13 @@ var wantTaskFields = []string{
 	"id", "slots", "source", "dest", "operation", "state", "last_error", "retries",
 	"create_time", "start_time", "end_time", "write_pause_ms",
 	"phase", "result", "source_addr", "dest_addr", "keys_copied", "bytes_copied", "lag_bytes", "orphans_removed",
+	"budget", "holding", "throttled_ms", "paused_ms", "cutover_held",
 }
 
 var intFields = map[string]bool{
 	"retries": true, "create_time": true, "start_time": true, "end_time": true, "write_pause_ms": true,
 	"keys_copied": true, "bytes_copied": true, "lag_bytes": true, "orphans_removed": true,
+	"throttled_ms": true, "paused_ms": true, "cutover_held": true,
 }
 
 // taskMap checks one STATUS task's shape (field names in order, integers
@@ -148,6 +150,68 @@ func TestImportStatusCancelRoundTrip(t *testing.T) {
 	}
 	if name, err := c.ClientGetName(ctx).Result(); err != nil || name != "roundtrip" {
 		t.Fatalf("client name %q, %v", name, err)
+	}
+}
+
+// slotmover's controls beside CANCEL, in its shape: PAUSE, RESUME,
+// HOLD-CUTOVER, RELEASE-CUTOVER and BUDGET <budget>, each with ID <id> or
+// ALL, answer the count of running tasks changed; STATUS shows the change.
+func TestControls(t *testing.T) {
+	f := newFake()
+	s := serve(t, Config{}, f)
+	c := client(t, s.addr, nil)
+	if _, err := c.Do(ctx, "CLUSTER", "MIGRATION", "IMPORT", "0", "100", "8000", "8300").StringSlice(); err != nil {
+		t.Fatal(err)
+	}
+	status := func(id string) map[string]any {
+		got, err := c.Do(ctx, "CLUSTER", "MIGRATION", "STATUS", "ID", id).Slice()
+		if err != nil || len(got) != 1 {
+			t.Fatalf("status: %#v, %v", got, err)
+		}
+		return taskMap(t, got[0])
+	}
+	for _, step := range []struct {
+		args  []any
+		n     int
+		field string
+		want  any
+	}{
+		{[]any{"PAUSE", "ID", "task01"}, 1, "holding", "paused: by an operator"},
+		{[]any{"resume", "id", "task01"}, 1, "holding", ""},
+		{[]any{"HOLD-CUTOVER", "ALL"}, 2, "cutover_held", int64(1)},
+		{[]any{"RELEASE-CUTOVER", "ID", "task01"}, 1, "cutover_held", int64(0)},
+		{[]any{"BUDGET", "off", "ID", "task01"}, 1, "budget", "off"},
+		{[]any{"BUDGET", "max-event=5ms", "ALL"}, 2, "budget", "max-event=5ms,max-rise=2"},
+		{[]any{"PAUSE", "ID", "nosuch"}, 0, "", nil},
+	} {
+		n, err := c.Do(ctx, append([]any{"CLUSTER", "MIGRATION"}, step.args...)...).Int()
+		if err != nil || n != step.n {
+			t.Fatalf("%v: %d, %v; want %d", step.args, n, err, step.n)
+		}
+		if step.field != "" {
+			if got := status("task01")[step.field]; got != step.want {
+				t.Fatalf("after %v: %s = %#v, want %#v", step.args, step.field, got, step.want)
+			}
+		}
+	}
+	for _, bad := range []struct {
+		args []any
+		err  string
+	}{
+		{[]any{"BUDGET", "fast", "ID", "task01"}, "ERR bad control: bad budget \"fast\""},
+		{[]any{"BUDGET", "off"}, "ERR wrong number of arguments for 'cluster|migration' command"},
+		{[]any{"PAUSE", "ID"}, "ERR wrong number of arguments for 'cluster|migration' command"},
+		{[]any{"PAUSE", "SOME"}, "ERR unknown argument"},
+	} {
+		err := c.Do(ctx, append([]any{"CLUSTER", "MIGRATION"}, bad.args...)...).Err()
+		if err == nil || !strings.HasPrefix(err.Error(), bad.err) {
+			t.Fatalf("%v: %v, want %q", bad.args, err, bad.err)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.controls) != 7 {
+		t.Fatalf("the manager got %d controls, want the 7 good ones: %q", len(f.controls), f.controls)
 	}
 }
 

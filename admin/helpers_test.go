@@ -26,13 +26,14 @@ import (
 // others to "node-b", so an import across 8191/8192 starts two tasks, as
 // the sidecar's Local does for two owners.
 type fakeManager struct {
-	mu      sync.Mutex
-	tasks   []sidecar.Task // oldest first, as Local keeps them
-	next    int
-	clock   time.Time
-	imports []string // slot specs asked for
-	status  []string // ids asked for ("" for all)
-	cancels []string
+	mu       sync.Mutex
+	tasks    []sidecar.Task // oldest first, as Local keeps them
+	next     int
+	clock    time.Time
+	imports  []string // slot specs asked for
+	status   []string // ids asked for ("" for all)
+	cancels  []string
+	controls []string // "action id budget"
 
 	importErr, statusErr, cancelErr error
 	// importHook, if set, runs inside Import (to block, or to panic).
@@ -133,6 +134,40 @@ func (f *fakeManager) Cancel(id string) ([]sidecar.Task, error) {
 			t.State, t.Result, t.EndTime = sidecar.StateCanceled, "cancelled", f.clock
 			t.LastError = "cancelled on request"
 		}
+	}
+	if id != "" && !known {
+		return nil, fmt.Errorf("%w: %s", sidecar.ErrUnknownTask, id)
+	}
+	return out, nil
+}
+
+// Control applies c to the running tasks as Local does, in their records.
+func (f *fakeManager) Control(id string, c sidecar.Control) ([]sidecar.Task, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.controls = append(f.controls, fmt.Sprint(c.Action, " ", idOrAll(id), " ", c.Budget))
+	var out []sidecar.Task
+	known := false
+	for i := range f.tasks {
+		t := &f.tasks[i]
+		if id != "" && t.ID != id {
+			continue
+		}
+		known = true
+		if t.State != sidecar.StateRunning {
+			continue
+		}
+		switch c.Action {
+		case sidecar.ActionPause:
+			t.Holding = []string{"paused: by an operator"}
+		case sidecar.ActionResume:
+			t.Holding = nil
+		case sidecar.ActionHoldCutover, sidecar.ActionReleaseCutover:
+			t.CutoverHeld = c.Action == sidecar.ActionHoldCutover
+		case sidecar.ActionBudget:
+			t.Budget = c.Budget.String()
+		}
+		out = append(out, *t)
 	}
 	if id != "" && !known {
 		return nil, fmt.Errorf("%w: %s", sidecar.ErrUnknownTask, id)

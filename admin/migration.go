@@ -53,6 +53,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -114,9 +115,43 @@ func (s *Server) migration(c redcon.Conn, sess *session, args [][]byte) {
 		n := cancelled(tasks)
 		s.log.Info("admin: cancel", "id", sess.id, "addr", sess.addr, "task", idOrAll(id), "cancelled", n)
 		c.WriteInt(n)
+	case "budget": // slotmover's: BUDGET <budget> ID <id>|ALL
+		if len(args) < 5 {
+			c.WriteError(wrongArity("cluster|migration"))
+			return
+		}
+		s.control(c, sess, string(args[2]), string(args[3]), append(args[:3:3], args[4:]...))
 	default:
+		if a := sidecar.Action(strings.ToLower(string(args[2]))); slices.Contains(sidecar.Actions, a) {
+			s.control(c, sess, string(a), "", args) // slotmover's: PAUSE, RESUME, HOLD-CUTOVER, RELEASE-CUTOVER
+			return
+		}
 		c.WriteError("ERR unknown argument")
 	}
+}
+
+// control answers slotmover's controls of running tasks, in CANCEL's
+// shape: the count of tasks changed (:0 for an unknown or ended one).
+func (s *Server) control(c redcon.Conn, sess *session, action, budget string, sel [][]byte) {
+	ctl, err := sidecar.ParseControl(action, budget)
+	if err != nil {
+		c.WriteError("ERR " + err.Error())
+		return
+	}
+	id, ok := taskSelector(c, sel)
+	if !ok {
+		return
+	}
+	tasks, err := s.m.Control(id, ctl)
+	if errors.Is(err, sidecar.ErrUnknownTask) && id != "" {
+		tasks, err = nil, nil
+	}
+	if err != nil {
+		s.replyManagerError(c, action, err)
+		return
+	}
+	s.log.Info("admin: "+action, "id", sess.id, "addr", sess.addr, "task", idOrAll(id), "budget", budget, "changed", len(tasks))
+	c.WriteInt(len(tasks))
 }
 
 // taskSelector reads STATUS/CANCEL's "ID <id>" or "ALL": the id, or "" for
@@ -282,6 +317,18 @@ var taskFields = []struct {
 	{"bytes_copied", intField, func(t *sidecar.Task) any { return t.BytesCopied }},
 	{"lag_bytes", intField, func(t *sidecar.Task) any { return t.LagBytes }},
 	{"orphans_removed", intField, func(t *sidecar.Task) any { return t.OrphansRemoved }},
+	{"budget", bulkField, func(t *sidecar.Task) any { return t.Budget }},
+	{"holding", bulkField, func(t *sidecar.Task) any { return strings.Join(t.Holding, "; ") }},
+	{"throttled_ms", intField, func(t *sidecar.Task) any { return t.ThrottledMS }},
+	{"paused_ms", intField, func(t *sidecar.Task) any { return t.PausedMS }},
+	{"cutover_held", intField, func(t *sidecar.Task) any { return boolInt(t.CutoverHeld) }},
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // writeTasks writes STATUS's reply: an array of tasks, newest first, each a

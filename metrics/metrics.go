@@ -22,7 +22,8 @@ type Metrics struct {
 	reg *prometheus.Registry
 
 	keys, bytes, orphans prometheus.Counter
-	lag                  *prometheus.GaugeVec
+	throttled, paused    prometheus.Counter
+	lag, held            *prometheus.GaugeVec
 	pause                prometheus.Histogram
 	ended                *prometheus.CounterVec
 
@@ -53,6 +54,15 @@ func New(src Sources) *Metrics {
 		orphans: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "slotmover_orphans_removed_total", Help: "Keys removed from sources after the switch (cleanup progress).",
 		}),
+		throttled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "slotmover_throttled_seconds_total", Help: "Time imports were held because the servers were over their impact budget.",
+		}),
+		paused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "slotmover_paused_seconds_total", Help: "Time imports were held paused by an operator.",
+		}),
+		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "slotmover_held", Help: "1 while a running task's copy is held (over budget, paused), per task.",
+		}, []string{"task"}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "slotmover_lag_bytes", Help: "Bytes of the source's stream not yet applied, per running task.",
 		}, []string{"task"}),
@@ -66,7 +76,7 @@ func New(src Sources) *Metrics {
 		seen: map[string]sidecar.Task{},
 	}
 	byState := prometheus.NewDesc("slotmover_tasks", "Tasks known to this sidecar, by state.", []string{"state"}, nil)
-	m.reg.MustRegister(m.keys, m.bytes, m.orphans, m.lag, m.pause, m.ended,
+	m.reg.MustRegister(m.keys, m.bytes, m.orphans, m.throttled, m.paused, m.lag, m.held, m.pause, m.ended,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectorFunc{byState, func(ch chan<- prometheus.Metric) {
 			counts := map[string]int{sidecar.StateRunning: 0, sidecar.StateCompleted: 0, sidecar.StateFailed: 0, sidecar.StateCanceled: 0}
@@ -112,11 +122,19 @@ func (m *Metrics) Observe(t sidecar.Task) {
 	m.keys.Add(float64(max(t.KeysCopied-prev.KeysCopied, 0)))
 	m.bytes.Add(float64(max(t.BytesCopied-prev.BytesCopied, 0)))
 	m.orphans.Add(float64(max(t.OrphansRemoved-prev.OrphansRemoved, 0)))
+	m.throttled.Add(float64(max(t.ThrottledMS-prev.ThrottledMS, 0)) / 1000)
+	m.paused.Add(float64(max(t.PausedMS-prev.PausedMS, 0)) / 1000)
 	if !t.Over() {
 		m.lag.WithLabelValues(t.ID).Set(float64(t.LagBytes))
+		held := 0.0
+		if len(t.Holding) > 0 {
+			held = 1
+		}
+		m.held.WithLabelValues(t.ID).Set(held)
 		return
 	}
 	m.lag.DeleteLabelValues(t.ID)
+	m.held.DeleteLabelValues(t.ID)
 	m.ended.WithLabelValues(t.State, t.Result).Inc()
 	if t.WritePauseMS > 0 {
 		m.pause.Observe(t.WritePauseMS / 1000)

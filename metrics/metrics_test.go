@@ -36,14 +36,18 @@ func TestObserve(t *testing.T) {
 	m := New(Sources{Tasks: func() []sidecar.Task { return tasks }, Version: "v9.9.9",
 		NATSLost: func() int64 { return lost }, NATSConnected: func() bool { return connected }})
 	run := sidecar.Task{ID: "a", State: sidecar.StateRunning}
-	for _, step := range []struct{ keys, bytes, lag int64 }{{10, 100, 500}, {25, 300, 40}, {25, 300, 0}} {
-		run.KeysCopied, run.BytesCopied, run.LagBytes = step.keys, step.bytes, step.lag
+	for _, step := range []struct {
+		keys, bytes, lag, throttled int64
+		holding                     []string
+	}{{10, 100, 500, 0, nil}, {25, 300, 40, 1500, []string{"over budget"}}, {25, 300, 0, 2500, []string{"paused"}}} {
+		run.KeysCopied, run.BytesCopied, run.LagBytes, run.ThrottledMS, run.Holding = step.keys, step.bytes, step.lag, step.throttled, step.holding
 		m.Observe(run)
 	}
 	tasks = []sidecar.Task{run, {ID: "b", State: sidecar.StateFailed}}
 	_, body := scrape(t, m, "/metrics", nil)
 	for _, want := range []string{
 		"slotmover_keys_copied_total 25", "slotmover_bytes_copied_total 300", `slotmover_lag_bytes{task="a"} 0`,
+		"slotmover_throttled_seconds_total 2.5", `slotmover_held{task="a"} 1`,
 		`slotmover_tasks{state="running"} 1`, `slotmover_tasks{state="failed"} 1`, `slotmover_tasks{state="completed"} 0`,
 		"slotmover_nats_lost_total 3", "slotmover_nats_connected 1",
 		fmt.Sprintf(`slotmover_build_info{goversion=%q,version="v9.9.9"} 1`, runtime.Version()),
@@ -64,8 +68,8 @@ func TestObserve(t *testing.T) {
 			t.Errorf("after the end, no %q in the scrape", want)
 		}
 	}
-	if strings.Contains(body, `slotmover_lag_bytes{task="a"}`) {
-		t.Error("an ended task keeps its lag gauge")
+	if strings.Contains(body, `slotmover_lag_bytes{task="a"}`) || strings.Contains(body, `slotmover_held{task="a"}`) {
+		t.Error("an ended task keeps its lag or held gauge")
 	}
 	connected = false
 	if _, body = scrape(t, m, "/metrics", nil); !strings.Contains(body, "slotmover_nats_connected 0\n") {

@@ -33,6 +33,12 @@ func (c *Client) Cancel(ctx context.Context, node, id string) ([]sidecar.Task, e
 	return c.ask(ctx, node, "cancel", TaskRequest{ID: id})
 }
 
+// Control changes node's running task with that ID, or all its running
+// tasks for "" (see ControlRequest), and returns those changed.
+func (c *Client) Control(ctx context.Context, node string, req ControlRequest) ([]sidecar.Task, error) {
+	return c.ask(ctx, node, "control", req)
+}
+
 // Sidecars asks every sidecar on the bus (<prefix>.ping) and returns the
 // answers that come within wait, in no particular order.
 func (c *Client) Sidecars(ctx context.Context, wait time.Duration) ([]PingReply, error) {

@@ -1,7 +1,7 @@
 // Package natsapi puts a sidecar on NATS: a NATS micro service named
 // "slotmover" (so $SRV.PING, INFO and STATS find every sidecar) whose
-// endpoints are import, status, cancel and ping under <prefix>.<node>,
-// and <prefix>.ping for all; task events on
+// endpoints are import, status, cancel, control and ping under
+// <prefix>.<node>, and <prefix>.ping for all; task events on
 // <prefix>.events.<node>.<task>, and, with JetStream, each task's record
 // in a key-value bucket, where a restarted sidecar finds its unfinished
 // tasks.
@@ -34,6 +34,7 @@ import (
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/sidecar"
 	"github.com/slotmover/slotmover/slots"
+	"github.com/slotmover/slotmover/throttle"
 )
 
 // Bucket is the key-value bucket of task records; a record's key is
@@ -120,7 +121,8 @@ func (s *Server) Serve(m sidecar.Manager) error {
 		suffix := []string{"", "_alias"}[i]
 		base := cfg.Prefix + "." + n + "."
 		eps = append(eps, endpoint{"import" + suffix, base + "import", s.onImport}, endpoint{"status" + suffix, base + "status", s.onStatus},
-			endpoint{"cancel" + suffix, base + "cancel", s.onCancel}, endpoint{"ping" + suffix, base + "ping", s.onPing})
+			endpoint{"cancel" + suffix, base + "cancel", s.onCancel}, endpoint{"control" + suffix, base + "control", s.onControl},
+			endpoint{"ping" + suffix, base + "ping", s.onPing})
 	}
 	for _, e := range eps {
 		if err := svc.AddEndpoint(e.name, e.h, micro.WithEndpointSubject(e.subject)); err != nil {
@@ -242,11 +244,23 @@ type ImportRequest struct {
 	Source string `json:"source,omitempty"`
 	// Snapshot is auto, rdb or keys; empty keeps the sidecar's setting.
 	Snapshot string `json:"snapshot,omitempty"`
+	// Budget is the move's impact budget (off, default, or
+	// max-event=…,max-rise=…); empty keeps the sidecar's setting.
+	Budget string `json:"budget,omitempty"`
 }
 
 // TaskRequest is the body of status and cancel: one task, or all ("" or {}).
 type TaskRequest struct {
 	ID string `json:"id"`
+}
+
+// ControlRequest is the body of <prefix>.<node>.control: an action
+// (pause, resume, hold-cutover, release-cutover, budget) on one running
+// task, or on all ("" ID); a budget for the action budget.
+type ControlRequest struct {
+	ID     string `json:"id"`
+	Action string `json:"action"`
+	Budget string `json:"budget,omitempty"`
 }
 
 // Reply is every reply's body: the tasks, or an error.
@@ -288,9 +302,33 @@ func (s *Server) onImport(msg micro.Request) {
 		s.reply(msg, nil, badRequest("snapshot %q: want auto, rdb or keys", req.Snapshot))
 		return
 	}
+	r := sidecar.Request{Slots: set, From: req.Source, Snapshot: req.Snapshot}
+	if req.Budget != "" {
+		b, err := throttle.ParseBudget(req.Budget)
+		if err != nil {
+			s.reply(msg, nil, badRequest("%v", err))
+			return
+		}
+		r.Budget = &b
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	tasks, err := s.m.Import(ctx, sidecar.Request{Slots: set, From: req.Source, Snapshot: req.Snapshot})
+	tasks, err := s.m.Import(ctx, r)
+	s.reply(msg, tasks, err)
+}
+
+func (s *Server) onControl(msg micro.Request) {
+	var req ControlRequest
+	if err := json.Unmarshal(msg.Data(), &req); err != nil {
+		s.reply(msg, nil, badRequest("the body must be JSON like {\"id\": \"…\", \"action\": \"pause\"}: %v", err))
+		return
+	}
+	c, err := sidecar.ParseControl(req.Action, req.Budget)
+	if err != nil {
+		s.reply(msg, nil, badRequest("%v", err))
+		return
+	}
+	tasks, err := s.m.Control(req.ID, c)
 	s.reply(msg, tasks, err)
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/slotmover/slotmover/internal/info"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
+	"github.com/slotmover/slotmover/throttle"
 )
 
 // Config configures a Local manager.
@@ -51,9 +52,10 @@ type Local struct {
 }
 
 type entry struct {
-	rec  Task
-	set  *slots.Set
-	move *mover.Move
+	rec    Task
+	set    *slots.Set
+	move   *mover.Move
+	budget *throttle.Budget // the request's, if it set one
 }
 
 // New returns a manager with no tasks.
@@ -141,11 +143,15 @@ func (l *Local) Import(ctx context.Context, req Request) ([]Task, error) {
 	var started []Task
 	for _, src := range slices.Sorted(maps.Keys(bySource)) {
 		n := top.ByID(src)
-		e := &entry{set: bySource[src], rec: Task{
+		e := &entry{set: bySource[src], budget: req.Budget, rec: Task{
 			ID: newID(), Slots: bySource[src].String(), Source: src, SourceAddr: n.Addr,
 			Dest: top.Myself.ID, DestAddr: l.cfg.Node.Addr, DestRunID: server["run_id"], Operation: "import",
 			State: StateRunning, CreateTime: time.Now(), Snapshot: cmp.Or(req.Snapshot, l.cfg.Move.Snapshot, mover.SnapshotAuto),
 		}}
+		e.rec.Budget = l.cfg.Move.Budget.String()
+		if req.Budget != nil {
+			e.rec.Budget = req.Budget.String()
+		}
 		e.rec.setPhase(string(mover.PhasePreflight))
 		e.rec.StartTime = e.rec.CreateTime
 		l.start(e, n.Addr)
@@ -161,12 +167,16 @@ func (l *Local) start(e *entry, sourceAddr string) {
 	opts.Target = l.cfg.Node
 	opts.Slots = e.set
 	opts.Snapshot = e.rec.Snapshot
+	if e.budget != nil {
+		opts.Budget = *e.budget
+	}
 	opts.TaskID = e.rec.ID
 	opts.Logger = l.log
 	opts.Progress = func(p mover.Progress) {
 		l.update(e.rec.ID, func(t *Task) {
 			t.setPhase(string(p.Phase))
 			t.KeysCopied, t.BytesCopied, t.LagBytes = p.KeysCopied, p.BytesCopied, max(p.Lag, 0)
+			t.held(p)
 		})
 	}
 	l.tasks[e.rec.ID] = e
@@ -186,6 +196,7 @@ func (l *Local) start(e *entry, sourceAddr string) {
 			t.FenceOffset, t.ReleaseOffset = sum.FenceOffset, sum.ReleaseOffset
 			t.WritePauseMS, t.Retries = sum.PauseMS, max(sum.CutoverAttempts-1, 0)
 			t.KeysCopied, t.BytesCopied, t.OrphansRemoved = sum.KeysCopied, sum.BytesCopied, sum.OrphansRemoved
+			t.Budget, t.ThrottledMS, t.PausedMS, t.Holding, t.CutoverHeld = sum.Budget, sum.ThrottledMS, sum.PausedMS, nil, false
 			switch sum.Result {
 			case mover.ResultMoved:
 				t.State = StateCompleted
@@ -231,6 +242,13 @@ func (l *Local) Status(id string) ([]Task, error) {
 // Cancel asks the task with that ID, or every running task for "", to stop
 // and roll back, and returns those it stopped (see Manager).
 func (l *Local) Cancel(id string) ([]Task, error) {
+	return l.eachRunning(id, func(e *entry) error { return e.move.Cancel() })
+}
+
+// eachRunning applies act to the running task with that ID, or to every
+// running task for "", and returns the records of those it acted on. An
+// error of act fails the call for one ID, and skips the task for all.
+func (l *Local) eachRunning(id string, act func(*entry) error) ([]Task, error) {
 	l.mu.Lock()
 	picked := l.pick(id)
 	l.mu.Unlock()
@@ -247,7 +265,7 @@ func (l *Local) Cancel(id string) ([]Task, error) {
 			continue
 		default:
 		}
-		if err := e.move.Cancel(); err != nil {
+		if err := act(e); err != nil {
 			if id != "" {
 				return nil, fmt.Errorf("task %s: %w", id, err)
 			}
@@ -273,6 +291,33 @@ func (l *Local) pick(id string) []*entry {
 		out = append(out, l.tasks[id])
 	}
 	return out
+}
+
+// Control changes the running task with that ID, or every running task
+// for "", and returns those it changed. A task past its release is
+// changed by a pause, a resume and a budget (its cleanup holds), but not
+// by a cutover hold: for one ID that is ErrTooLate.
+func (l *Local) Control(id string, c Control) ([]Task, error) {
+	return l.eachRunning(id, func(e *entry) error {
+		switch c.Action {
+		case ActionPause:
+			e.move.Pause()
+		case ActionResume:
+			e.move.Resume()
+		case ActionHoldCutover, ActionReleaseCutover:
+			if err := e.move.HoldCutover(c.Action == ActionHoldCutover); err != nil {
+				return err
+			}
+		case ActionBudget:
+			e.move.SetBudget(c.Budget)
+		default:
+			return fmt.Errorf("%w: unknown action %q", ErrBadControl, c.Action)
+		}
+		l.log.Info("task controlled", "task", e.rec.ID, "action", c.Action, "budget", c.Budget)
+		p := e.move.Progress()
+		l.update(e.rec.ID, func(t *Task) { t.held(p) })
+		return nil
+	})
 }
 
 // Close refuses new tasks and cancels the running ones: copies roll back,
@@ -320,6 +365,12 @@ func newID() string {
 }
 
 // setPhase records the task's phase, and its start in the history.
+// held takes the move's budget and holds from its progress.
+func (t *Task) held(p mover.Progress) {
+	t.Budget, t.Holding, t.CutoverHeld = p.Budget, p.Holding, p.CutoverHeld
+	t.ThrottledMS, t.PausedMS = p.Throttled.Milliseconds(), p.Paused.Milliseconds()
+}
+
 func (t *Task) setPhase(p string) {
 	if t.Phase == p {
 		return

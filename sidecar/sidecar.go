@@ -8,10 +8,14 @@ package sidecar
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
+	"github.com/slotmover/slotmover/throttle"
 )
 
 // States of a task, named as Redis 8.4's CLUSTER MIGRATION STATUS names them.
@@ -58,6 +62,15 @@ type Task struct {
 	FenceOffset    int64   `json:"fence_offset,omitempty"`
 	ReleaseOffset  int64   `json:"release_offset,omitempty"`
 
+	// The impact budget (throttle.Budget's words), what holds the move
+	// now, the time it was held over budget and by an operator, and
+	// whether its cutover waits for a release.
+	Budget      string   `json:"budget"`
+	Holding     []string `json:"holding,omitempty"`
+	ThrottledMS int64    `json:"throttled_ms"`
+	PausedMS    int64    `json:"paused_ms"`
+	CutoverHeld bool     `json:"cutover_held"`
+
 	Phases []PhaseChange `json:"phases"` // the mover's phases, with when each began
 }
 
@@ -80,6 +93,49 @@ type Manager interface {
 	Import(ctx context.Context, req Request) ([]Task, error)
 	Status(id string) ([]Task, error)
 	Cancel(id string) ([]Task, error)
+	// Control changes running tasks (see Control) and returns those it
+	// changed.
+	Control(id string, c Control) ([]Task, error)
+}
+
+// Control is an operator's change to a running task.
+type Control struct {
+	Action Action
+	Budget throttle.Budget // for ActionBudget
+}
+
+// Action is what a Control does.
+type Action string
+
+const (
+	ActionPause          Action = "pause"           // hold the copy, the cutover and the cleanup
+	ActionResume         Action = "resume"          // undo a pause
+	ActionHoldCutover    Action = "hold-cutover"    // keep the target caught up, but do not cut over
+	ActionReleaseCutover Action = "release-cutover" // let a held cutover go
+	ActionBudget         Action = "budget"          // set the impact budget
+)
+
+// Actions lists every Action, for front ends' checks and help.
+var Actions = []Action{ActionPause, ActionResume, ActionHoldCutover, ActionReleaseCutover, ActionBudget}
+
+// ParseControl reads an action's name (and a budget for ActionBudget, in
+// throttle.ParseBudget's words).
+func ParseControl(action, budget string) (Control, error) {
+	a := Action(strings.ToLower(action))
+	if !slices.Contains(Actions, a) {
+		return Control{}, fmt.Errorf("%w: unknown action %q (want one of %v)", ErrBadControl, action, Actions)
+	}
+	c := Control{Action: a}
+	if a == ActionBudget {
+		b, err := throttle.ParseBudget(budget)
+		if err != nil {
+			return Control{}, fmt.Errorf("%w: %w", ErrBadControl, err)
+		}
+		c.Budget = b
+	} else if budget != "" {
+		return Control{}, fmt.Errorf("%w: %s takes no budget", ErrBadControl, a)
+	}
+	return c, nil
 }
 
 // Request asks a Manager for an import.
@@ -93,6 +149,8 @@ type Request struct {
 	// Snapshot chooses how the move first copies the keys (auto, rdb or
 	// keys); "" keeps the manager's setting.
 	Snapshot string
+	// Budget, if set, is the move's budget instead of the manager's.
+	Budget *throttle.Budget
 }
 
 // Errors a Manager answers with, which the front ends turn into their own
@@ -106,4 +164,5 @@ var (
 	ErrShuttingDown = errors.New("shutting down: no new tasks")
 	ErrTooLate      = mover.ErrTooLate
 	ErrStale        = errors.New("the slots are not the expected source's")
+	ErrBadControl   = errors.New("bad control")
 )

@@ -23,6 +23,7 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/slotmover/slotmover/sidecar"
 )
 
 const (
@@ -60,6 +61,8 @@ func main() {
 		code = statusCmd(os.Args[2:])
 	case "cancel":
 		code = cancelCmd(os.Args[2:])
+	case "pause", "resume", "hold-cutover", "release-cutover", "budget":
+		code = controlCmd(sidecar.Action(os.Args[1]), os.Args[2:])
 	case "ls":
 		code = lsCmd(os.Args[2:])
 	case "version":
@@ -108,6 +111,9 @@ func usage() {
   slotmover status [ID] [--json] [--admin HOST:PORT | --nats URL --node ID]
   slotmover cancel ID|--all [--admin HOST:PORT | --nats URL --node ID]
       a sidecar's tasks, over its admin port (or NATS)
+  slotmover pause|resume|hold-cutover|release-cutover ID|--all [--admin HOST:PORT | --nats URL --node ID]
+  slotmover budget off|default|max-event=D,max-rise=R ID|--all [--admin HOST:PORT | --nats URL --node ID]
+      hold a running move's copy, or its cutover (an operator's window); change its impact budget
   slotmover ls (--nats URL | --config FILE) [--json] [--wait D]
       the sidecars that answer on NATS: node, alias, address, running tasks
   slotmover plan --cluster HOST:PORT (--add NODE… | --drain NODE… | --rebalance) [--by keys|memory] [--max-moves N] [--json] [-o plan.json]

@@ -405,6 +405,17 @@ func TestNATSAccountsConfig(t *testing.T) {
 		t.Fatalf("the operator's import: %v %+v", err, tasks)
 	}
 	id := tasks[0].ID
+	// It may control its tasks (the move may have ended: none changed);
+	// the observer may not (its request is refused, unanswered).
+	if _, err := op.Control(ctx, targetID, natsapi.ControlRequest{ID: id, Action: "budget", Budget: "off"}); err != nil {
+		t.Fatalf("the operator's control: %v", err)
+	}
+	octx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	_, err = obs.Control(octx, targetID, natsapi.ControlRequest{Action: "pause"})
+	cancel()
+	if err == nil {
+		t.Fatal("the observer's pause was answered")
+	}
 	deadline := time.Now().Add(time.Minute)
 	for {
 		got, err := op.Status(ctx, targetID, id)

@@ -43,22 +43,34 @@ func (d *daemonFlags) ask(ctx context.Context, verb, id string) ([]map[string]an
 	if d.natsURL != "" || d.config != "" {
 		return d.askNATS(ctx, verb, id)
 	}
+	return d.askAdmin(ctx, []string{strings.ToUpper(verb)}, id)
+}
+
+// askAdmin sends CLUSTER MIGRATION <verb…> ID <id>|ALL to the admin port
+// and returns the reply as records of field → value: a count (CANCEL and
+// the controls answer one) as one record {"count": n}.
+func (d *daemonFlags) askAdmin(ctx context.Context, verb []string, id string) ([]map[string]any, error) {
 	password, err := d.password.get()
 	if err != nil {
 		return nil, err
 	}
 	c := redis.NewClient(&redis.Options{Addr: d.admin, Password: password, DisableIdentity: true, MaxRetries: -1})
 	defer c.Close()
-	sel := []any{"ALL"}
+	args := []any{"CLUSTER", "MIGRATION"}
+	for _, v := range verb {
+		args = append(args, v)
+	}
 	if id != "" {
-		sel = []any{"ID", id}
+		args = append(args, "ID", id)
+	} else {
+		args = append(args, "ALL")
 	}
-	reply, err := c.Do(ctx, append([]any{"CLUSTER", "MIGRATION", strings.ToUpper(verb)}, sel...)...).Result()
+	reply, err := c.Do(ctx, args...).Result()
 	if err != nil {
-		return nil, fmt.Errorf("%s on %s: %w", verb, d.admin, err)
+		return nil, fmt.Errorf("%s on %s: %w", strings.ToLower(verb[0]), d.admin, err)
 	}
-	if n, ok := reply.(int64); ok { // CANCEL answers a count
-		return []map[string]any{{"cancelled": n}}, nil
+	if n, ok := reply.(int64); ok {
+		return []map[string]any{{"count": n}}, nil
 	}
 	var out []map[string]any
 	tasks, _ := reply.([]any)
@@ -72,6 +84,8 @@ func (d *daemonFlags) ask(ctx context.Context, verb, id string) ([]map[string]an
 	}
 	return out, nil
 }
+
+var errNoNode = errors.New("--node is required over NATS (or an alias in --config's file)")
 
 // bus connects to NATS as --nats and --config say, and returns the
 // client for the sidecars' subjects.
@@ -105,7 +119,7 @@ func (d *daemonFlags) askNATS(ctx context.Context, verb, id string) ([]map[strin
 	}
 	defer bus.NC.Close()
 	if d.node == "" {
-		return nil, errors.New("--node is required over NATS (or an alias in --config's file)")
+		return nil, errNoNode
 	}
 	ask := bus.Status
 	if verb == "cancel" {
@@ -179,7 +193,7 @@ func statusCmd(args []string) int {
 		return 0
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSLOTS\tSOURCE\tSTATE\tPHASE\tKEYS\tLAG\tPAUSE MS\tERROR")
+	fmt.Fprintln(tw, "ID\tSLOTS\tSOURCE\tSTATE\tPHASE\tKEYS\tLAG\tPAUSE MS\tTHROTTLED MS\tHELD\tERROR")
 	for _, t := range tasks {
 		source := t["source_addr"]
 		if source == nil || source == "" {
@@ -189,8 +203,19 @@ func statusCmd(args []string) int {
 		if ms, err := strconv.ParseFloat(pause, 64); err == nil {
 			pause = strconv.FormatFloat(ms, 'f', 1, 64)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(t["id"]), cell(t["slots"]), cell(source), cell(t["state"]), cell(t["phase"]),
-			cell(t["keys_copied"]), cell(t["lag_bytes"]), pause, cell(t["last_error"]))
+		held := cell(t["holding"])
+		if hs, ok := t["holding"].([]any); ok { // NATS's JSON: a list
+			parts := make([]string, len(hs))
+			for i, h := range hs {
+				parts[i] = fmt.Sprint(h)
+			}
+			held = strings.Join(parts, "; ")
+		}
+		if b, _ := t["cutover_held"].(bool); b || t["cutover_held"] == int64(1) {
+			held = strings.TrimPrefix(held+"; cutover", "; ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(t["id"]), cell(t["slots"]), cell(source), cell(t["state"]), cell(t["phase"]),
+			cell(t["keys_copied"]), cell(t["lag_bytes"]), pause, cell(t["throttled_ms"]), held, cell(t["last_error"]))
 	}
 	tw.Flush()
 	return 0
@@ -235,8 +260,8 @@ func cancelCmd(args []string) int {
 		return exitFailed
 	}
 	n := len(reply)
-	if len(reply) == 1 && reply[0]["cancelled"] != nil {
-		n = int(reply[0]["cancelled"].(int64))
+	if len(reply) == 1 && reply[0]["count"] != nil {
+		n = int(reply[0]["count"].(int64))
 	}
 	fmt.Printf("cancelled: %d (a cancelled task rolls back; 'slotmover status' shows when it is done)\n", n)
 	return 0
