@@ -224,8 +224,9 @@ func TestPlanAddThenApplyThroughSidecars(t *testing.T) {
 }
 
 // checkConcurrency fails the test unless the tasks ran at most parallel
-// at a time, never two of one source at once, and two did run at once:
-// from their records' start and end times.
+// at a time, never two of one source at once nor (under a budget) two
+// into one target, and two did run at once: from their records' start
+// and end times.
 func checkConcurrency(t *testing.T, tasks []sidecar.Task, parallel int) {
 	t.Helper()
 	overlapped := false
@@ -236,9 +237,9 @@ func checkConcurrency(t *testing.T, tasks []sidecar.Task, parallel int) {
 				continue
 			}
 			overlapped = true
-			if a.Source == b.Source && i < j {
-				t.Errorf("tasks %s (%s, %s–%s) and %s (%s, %s–%s) of source %s ran at once", a.ID, a.Slots, a.StartTime.Format(time.StampMilli), a.EndTime.Format(time.StampMilli),
-					b.ID, b.Slots, b.StartTime.Format(time.StampMilli), b.EndTime.Format(time.StampMilli), a.Source)
+			if (a.Source == b.Source || a.Dest == b.Dest) && i < j {
+				t.Errorf("tasks %s (%s→%s, %s, %s–%s) and %s (%s→%s, %s, %s–%s) ran at once", a.ID, a.Source, a.Dest, a.Slots, a.StartTime.Format(time.StampMilli), a.EndTime.Format(time.StampMilli),
+					b.ID, b.Source, b.Dest, b.Slots, b.StartTime.Format(time.StampMilli), b.EndTime.Format(time.StampMilli))
 			}
 			if !b.StartTime.After(a.StartTime) && b.EndTime.After(a.StartTime) {
 				running++

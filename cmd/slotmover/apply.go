@@ -44,8 +44,11 @@ type applied struct {
 	Keys   int64        `json:"keys"`
 	Total  int64        `json:"total_ms"`
 	Pause  float64      `json:"pause_ms"`
-	Repair []string     `json:"repair,omitempty"`
-	Task   string       `json:"task,omitempty"` // over NATS, the task's ID on the target's sidecar
+	// Throttled is the time the move held because its servers were over
+	// its impact budget.
+	Throttled int64    `json:"throttled_ms"`
+	Repair    []string `json:"repair,omitempty"`
+	Task      string   `json:"task,omitempty"` // over NATS, the task's ID on the target's sidecar
 }
 
 func applyCmd(args []string) int {
@@ -232,7 +235,10 @@ func (a *applier) check(ctx context.Context, m planner.Move) error {
 
 // run runs the moves, at most a.parallel at a time and never two from
 // the same source (nor one whose source is another's target), in the
-// plan's order as far as that allows.
+// plan's order as far as that allows. Unless the budget is off, never two
+// into the same target either: each move paces itself to its target's
+// budget, and a second one would load the target before the first's
+// probes see it.
 func (a *applier) run(ctx context.Context) []applied {
 	results := make([]applied, len(a.plan.Moves))
 	var bars *mpb.Progress
@@ -247,12 +253,10 @@ func (a *applier) run(ctx context.Context) []applied {
 		pending = append(pending, i)
 	}
 	running := map[int]bool{}
-	// conflicts reports whether m may not start beside the running moves:
-	// they share its source, or one's target is the other's source.
+	budgeted := a.budget == nil || !a.budget.Off
 	conflicts := func(m planner.Move) bool {
 		for j := range running {
-			o := a.plan.Moves[j]
-			if o.SourceID == m.SourceID || o.TargetID == m.SourceID || o.SourceID == m.TargetID {
+			if conflict(a.plan.Moves[j], m, budgeted) {
 				return true
 			}
 		}
@@ -290,6 +294,13 @@ func (a *applier) run(ctx context.Context) []applied {
 	return results
 }
 
+// conflict reports whether m may not start beside the running move o:
+// they share a source, one's target is the other's source, or, under a
+// budget, they share a target.
+func conflict(o, m planner.Move, budgeted bool) bool {
+	return o.SourceID == m.SourceID || o.TargetID == m.SourceID || o.SourceID == m.TargetID || budgeted && o.TargetID == m.TargetID
+}
+
 // one checks and runs move i, here or on its target's sidecar.
 func (a *applier) one(ctx context.Context, i int, bars *mpb.Progress, logger *slog.Logger) applied {
 	m := a.plan.Moves[i]
@@ -323,8 +334,8 @@ func (a *applier) one(ctx context.Context, i int, bars *mpb.Progress, logger *sl
 			mpb.AppendDecorators(decor.Any(func(decor.Statistics) string {
 				mu.Lock()
 				defer mu.Unlock()
-				return fmt.Sprintf("%-9s keys %d/%d  %.1f  %s", last.Phase, last.KeysCopied, total,
-					decor.SizeB1024(last.BytesCopied), last.Elapsed.Truncate(100*time.Millisecond))
+				return fmt.Sprintf("%-9s keys %d/%d  %.1f  %s  throttled %s", last.Phase, last.KeysCopied, total,
+					decor.SizeB1024(last.BytesCopied), last.Elapsed.Truncate(100*time.Millisecond), last.Throttled.Truncate(100*time.Millisecond))
 			}), decor.Name("  ETA "), decor.OnComplete(decor.AverageETA(decor.ET_STYLE_GO), "done")))
 		bar.SetTotal(max(total, 1), false)
 	} else {
@@ -350,7 +361,8 @@ func (a *applier) one(ctx context.Context, i int, bars *mpb.Progress, logger *sl
 		}
 		if p.Phase != lastPhase || time.Since(lastLine) >= 5*time.Second {
 			lastPhase, lastLine = p.Phase, time.Now()
-			a.line(nil, "%s: %s, keys %d/%d, %.1f, %s", name, p.Phase, p.KeysCopied, keys, decor.SizeB1024(p.BytesCopied), p.Elapsed.Truncate(100*time.Millisecond))
+			a.line(nil, "%s: %s, keys %d/%d, %.1f, %s, throttled %s", name, p.Phase, p.KeysCopied, keys, decor.SizeB1024(p.BytesCopied),
+				p.Elapsed.Truncate(100*time.Millisecond), p.Throttled.Truncate(100*time.Millisecond))
 		}
 	}
 	var phase mover.Phase
@@ -363,7 +375,7 @@ func (a *applier) one(ctx context.Context, i int, bars *mpb.Progress, logger *sl
 	if r.Err != "" {
 		a.line(bars, "%s: %s: %s", name, r.Result, r.Err)
 	} else {
-		a.line(bars, "%s: %s: %d keys, pause %.1f ms, total %d ms", name, r.Result, r.Keys, r.Pause, r.Total)
+		a.line(bars, "%s: %s: %d keys, pause %.1f ms, total %d ms, throttled %d ms", name, r.Result, r.Keys, r.Pause, r.Total, r.Throttled)
 	}
 	if bar != nil {
 		mu.Lock()
@@ -390,7 +402,7 @@ func (a *applier) local(ctx context.Context, r *applied, logger *slog.Logger, pr
 		opts.Budget = *a.budget
 	}
 	sum, err := mover.Run(ctx, opts)
-	r.Result, r.Keys, r.Total, r.Pause, r.Repair = sum.Result, sum.KeysCopied, sum.TotalMS, sum.PauseMS, sum.Repair
+	r.Result, r.Keys, r.Total, r.Pause, r.Throttled, r.Repair = sum.Result, sum.KeysCopied, sum.TotalMS, sum.PauseMS, sum.ThrottledMS, sum.Repair
 	if err != nil {
 		r.Err = err.Error()
 	}
@@ -457,13 +469,14 @@ func (a *applier) remote(ctx context.Context, r *applied, progress func(mover.Pr
 			continue
 		}
 		failures, t = 0, got[0]
-		progress(mover.Progress{Phase: mover.Phase(t.Phase), KeysCopied: t.KeysCopied, BytesCopied: t.BytesCopied, Elapsed: time.Since(t.StartTime)})
+		progress(mover.Progress{Phase: mover.Phase(t.Phase), KeysCopied: t.KeysCopied, BytesCopied: t.BytesCopied, Elapsed: time.Since(t.StartTime),
+			Throttled: time.Duration(t.ThrottledMS) * time.Millisecond})
 	}
 	if !t.Over() {
 		r.Result, r.Err = resultLost, fmt.Sprintf("task %s on %s still running", t.ID, m.TargetID)
 		return mover.Phase(t.Phase)
 	}
-	r.Result, r.Keys, r.Pause, r.Err = t.Result, t.KeysCopied, t.WritePauseMS, t.LastError
+	r.Result, r.Keys, r.Pause, r.Throttled, r.Err = t.Result, t.KeysCopied, t.WritePauseMS, t.ThrottledMS, t.LastError
 	r.Total = t.EndTime.Sub(t.StartTime).Milliseconds()
 	return mover.Phase(t.Phase)
 }
