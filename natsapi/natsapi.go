@@ -2,9 +2,10 @@
 // "slotmover" (so $SRV.PING, INFO and STATS find every sidecar) whose
 // endpoints are import, status, cancel, control and ping under
 // <prefix>.<node>, and <prefix>.ping for all; task events on
-// <prefix>.events.<node>.<task>, and, with JetStream, each task's record
-// in a key-value bucket, where a restarted sidecar finds its unfinished
-// tasks.
+// <prefix>.events.<node>.<task>, and, with JetStream, those events kept in
+// a stream (EventStream) for consumers that must see each at least once,
+// and each task's record in a key-value bucket, where a restarted sidecar
+// finds its unfinished tasks.
 //
 // NATS is not needed for the sidecar to work: the admin port serves
 // without it, the client reconnects by itself, and events published while
@@ -59,8 +60,9 @@ type Server struct {
 	nc  *nats.Conn
 	m   sidecar.Manager
 	log *slog.Logger
-	kv  jetstream.KeyValue // nil without JetStream
-	svc micro.Service      // nil until Serve, and after Close
+	kv  jetstream.KeyValue  // nil without JetStream
+	js  jetstream.JetStream // publishes the events into their stream; nil without JetStream
+	svc micro.Service       // nil until Serve, and after Close
 
 	mu   sync.Mutex
 	seq  map[string]uint64 // per task, the sequence number of its last event
@@ -69,6 +71,18 @@ type Server struct {
 
 // RecordTTL is how long the bucket keeps a record after its last change.
 const RecordTTL = 30 * 24 * time.Hour
+
+// The events' stream keeps every sidecar's events for a week (and 1 GiB at
+// most, the oldest going first), so that a consumer that was away reads
+// what it missed: at least once, where core NATS is at most once.
+const (
+	EventsMaxAge   = 7 * 24 * time.Hour
+	EventsMaxBytes = 1 << 30
+)
+
+// EventStream names the stream of a subject prefix's events:
+// "slotmover_events" for the default prefix.
+func EventStream(prefix string) string { return strings.ReplaceAll(prefix, ".", "_") + "_events" }
 
 // New opens the task bucket on nc if the server has JetStream (without
 // it, records are not kept). Nothing is served before Serve: a restarted
@@ -81,14 +95,29 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) *Server {
 		cfg.Logger = slog.Default()
 	}
 	s := &Server{cfg: cfg, nc: nc, log: cfg.Logger, seq: map[string]uint64{}}
-	if js, err := jetstream.New(nc); err == nil {
-		kctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		s.kv, err = js.CreateOrUpdateKeyValue(kctx, jetstream.KeyValueConfig{Bucket: Bucket, Description: "slotmover task records", History: 1, TTL: RecordTTL})
-		cancel()
-		if err != nil {
-			s.log.Warn("no JetStream key-value bucket: task records are not kept on NATS", "error", err)
-			s.kv = nil
-		}
+	// An event JetStream did not take is counted as lost; the publish
+	// itself does not wait for the acknowledgement (it runs in a move's
+	// progress report).
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, msg *nats.Msg, err error) {
+		s.lost.Add(1)
+		s.log.Warn("task event not stored", "subject", msg.Subject, "error", err, "lost", s.lost.Load())
+	}))
+	if err != nil {
+		return s
+	}
+	jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if s.kv, err = js.CreateOrUpdateKeyValue(jctx, jetstream.KeyValueConfig{Bucket: Bucket, Description: "slotmover task records", History: 1, TTL: RecordTTL}); err != nil {
+		s.log.Warn("no JetStream key-value bucket: task records are not kept on NATS", "error", err)
+		s.kv = nil
+	}
+	if _, err := js.CreateOrUpdateStream(jctx, jetstream.StreamConfig{
+		Name: EventStream(cfg.Prefix), Description: "slotmover task events", Subjects: []string{cfg.Prefix + ".events.>"},
+		MaxAge: EventsMaxAge, MaxBytes: EventsMaxBytes, Discard: jetstream.DiscardOld, Duplicates: 2 * time.Minute,
+	}); err != nil {
+		s.log.Warn("no JetStream stream of events: they are sent at most once", "error", err)
+	} else {
+		s.js = js
 	}
 	return s
 }
@@ -145,13 +174,21 @@ func serviceVersion(v string) string {
 	return "0.0.0-dev"
 }
 
-// Close removes the service; the connection is the caller's.
+// Close removes the service and waits (2 s at most) for JetStream to
+// acknowledge the events sent; the connection is the caller's.
 func (s *Server) Close() {
 	if s.svc != nil {
 		if err := s.svc.Stop(); err != nil {
 			s.log.Warn("NATS service not stopped cleanly", "error", err)
 		}
 		s.svc = nil
+	}
+	if s.js != nil {
+		select {
+		case <-s.js.PublishAsyncComplete():
+		case <-time.After(2 * time.Second):
+			s.log.Warn("task events not acknowledged by JetStream at the close", "pending", s.js.PublishAsyncPending())
+		}
 	}
 }
 
@@ -178,8 +215,14 @@ func (s *Server) Publish(t sidecar.Task) {
 	}
 	s.mu.Unlock()
 	body, err := json.Marshal(ev)
-	if err == nil {
-		err = s.nc.Publish(s.cfg.Prefix+".events."+s.cfg.NodeID+"."+t.ID, body)
+	subject := s.cfg.Prefix + ".events." + s.cfg.NodeID + "." + t.ID
+	switch {
+	case err != nil:
+	case s.js != nil:
+		// The message ID makes a resent event one in the stream.
+		_, err = s.js.PublishAsync(subject, body, jetstream.WithMsgID(fmt.Sprintf("%s.%s.%d", s.cfg.NodeID, t.ID, ev.Seq)))
+	default:
+		err = s.nc.Publish(subject, body)
 	}
 	if err != nil {
 		s.lost.Add(1)

@@ -450,6 +450,34 @@ func TestNATSAccountsConfig(t *testing.T) {
 			t.Fatal("the observer saw no final event")
 		}
 	}
+	// The observer reads the task's events again from their stream, as a
+	// durable consumer (at least once).
+	ojs, err := jetstream.New(observer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := ojs.CreateOrUpdateConsumer(ctx, natsapi.EventStream("slotmover"), jetstream.ConsumerConfig{Durable: "dashboard", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatalf("the observer's consumer of the events: %v", err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := 0
+	for msg := range batch.Messages() {
+		read++
+		var ev natsapi.Event
+		if err := json.Unmarshal(msg.Data(), &ev); err != nil || ev.Task.ID != id || ev.Seq != 1 {
+			t.Fatalf("the stream's first event %s: %v", msg.Data(), err)
+		}
+		if err := msg.DoubleAck(ctx); err != nil {
+			t.Fatalf("the observer's ack: %v", err)
+		}
+	}
+	if err := batch.Error(); err != nil || read != 1 {
+		t.Fatalf("the observer's fetch: %d events, %v", read, err)
+	}
 	// The sidecar kept its record and its claim in the buckets.
 	js, err := jetstream.New(connect("sidecar"))
 	if err != nil {
