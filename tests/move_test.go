@@ -14,7 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/cluster"
-	"github.com/slotmover/slotmover/internal/info"
 	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
@@ -430,54 +429,15 @@ func keys(t *testing.T, cc *redis.ClusterClient, set *slots.Set) []string {
 	return out
 }
 
-// addReplica starts a cluster node and makes it a replica of c.Nodes[of],
-// waiting until its link to the master is up. The master starts the first
-// sync at once, not after its repl-diskless-sync-delay (5 s by default),
-// which is set back afterwards.
+// addReplica starts a cluster node and makes it a replica of c.Nodes[of]
+// (localcluster.Cluster.Replicate).
 func addReplica(t *testing.T, c *localcluster.Cluster, of int) *localcluster.Server {
 	t.Helper()
-	ctx := context.Background()
 	r := harness.ServerT(t, localcluster.Options{Cluster: true})
-	rc := r.Client()
-	defer rc.Close()
-	master := c.Nodes[of].Client()
-	defer master.Close()
-	delay, err := master.ConfigGet(ctx, "repl-diskless-sync-delay").Result()
-	if err != nil {
+	if err := c.Replicate(context.Background(), r, of); err != nil {
 		t.Fatal(err)
 	}
-	if err := master.ConfigSet(ctx, "repl-diskless-sync-delay", "0").Err(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := master.ConfigSet(ctx, "repl-diskless-sync-delay", delay["repl-diskless-sync-delay"]).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}()
-	if err := rc.ClusterMeet(ctx, "127.0.0.1", fmt.Sprint(c.Nodes[of].Port)).Err(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := rc.ClusterReplicate(ctx, c.IDs[of]).Err()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("CLUSTER REPLICATE: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	for {
-		f, err := info.Read(ctx, rc, "replication")
-		if err == nil && f["master_link_status"] == "up" {
-			return r
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the replica's link to its master never came up: %v %v", f, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return r
 }
 
 // ownerOf is the ID of slot's owner in the first node's view.
