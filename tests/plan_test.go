@@ -439,13 +439,32 @@ func TestPlanDryRunAndStalePlan(t *testing.T) {
 	}
 
 	srcBefore := planNodeState(t, c, si)
-	code, out = runApply(t, path, "--parallel", "3")
+	code, out = runApply(t, path, "--parallel", "3", "--json")
 	wantMsg := fmt.Sprintf("the source %s no longer owns slots %s of this move", stale.Source, taken.String())
-	if code != 1 || !strings.Contains(out, wantMsg) {
-		t.Fatalf("apply of a stale plan: exit %d; want 1 and %q", code, wantMsg)
+	var rep struct {
+		DryRun bool `json:"dry_run"`
+		Moved  int  `json:"moved"`
+		Moves  []struct {
+			N      int    `json:"n"`
+			Result string `json:"result"`
+			Err    string `json:"error"`
+			Keys   int64  `json:"keys"`
+		} `json:"moves"`
 	}
-	if got := strings.Count(out, " moved "); got < 2 {
-		t.Errorf("the other moves should go on: %d lines say moved", got)
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("apply --json: stdout is not one JSON object: %v", err)
+	}
+	if code != 1 || len(rep.Moves) != 3 || rep.Moves[0].Result != "stale" || !strings.Contains(rep.Moves[0].Err, wantMsg) {
+		t.Fatalf("apply of a stale plan: exit %d, moves %+v; want 1 and move 1 stale: %q", code, rep.Moves, wantMsg)
+	}
+	moved := 0
+	for _, m := range rep.Moves[1:] {
+		if m.Result == mover.ResultMoved && m.Keys > 0 {
+			moved++
+		}
+	}
+	if moved != 2 || rep.Moved != 2 || rep.DryRun {
+		t.Errorf("the other moves should go on: %+v", rep)
 	}
 	if now := planNodeState(t, c, si); now != srcBefore {
 		t.Errorf("the refused move's source changed:\nbefore %s\nafter  %s", srcBefore, now)

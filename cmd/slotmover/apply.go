@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -55,10 +56,11 @@ func applyCmd(args []string) int {
 	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
 	var cf connFlags
 	var parallel int
-	var dryRun bool
+	var dryRun, asJSON bool
 	var snapshot, budget string
 	fs.IntVar(&parallel, "parallel", 1, "run at most `N` moves at a time (never two from the same source)")
 	fs.BoolVar(&dryRun, "dry-run", false, "check every move against the cluster and print what would run; change nothing")
+	fs.BoolVar(&asJSON, "json", false, "print the outcome as one JSON object on stdout (progress goes to stderr)")
 	fs.StringVar(&snapshot, "snapshot", "", "how each move first copies the keys: `auto`, rdb or keys (see slotmover move -h); over NATS, unset keeps each sidecar's setting")
 	fs.StringVar(&budget, "budget", "", "each move's impact budget: `default`, off, or max-event=DURATION,max-rise=RATIO (see slotmover move -h); over NATS, unset keeps each sidecar's setting")
 	var d daemonFlags
@@ -67,7 +69,7 @@ func applyCmd(args []string) int {
 	fs.StringVar(&d.prefix, "subject-prefix", "slotmover", "over NATS: the sidecars' subject prefix")
 	cf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: slotmover apply PLAN.json [--parallel N] [--dry-run] [--nats URL]")
+		fmt.Fprintln(fs.Output(), "usage: slotmover apply PLAN.json [--parallel N] [--dry-run] [--json] [--budget B] [--nats URL]")
 		fs.PrintDefaults()
 	}
 	// The plan file may come before the flags, among them or after them.
@@ -112,6 +114,9 @@ func applyCmd(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	a := &applier{plan: p, cf: cf, parallel: parallel, snapshot: snapshot, level: level, out: os.Stdout}
+	if asJSON {
+		a.out = os.Stderr
+	}
 	if budget != "" {
 		a.budget = &b
 	}
@@ -128,7 +133,11 @@ func applyCmd(args []string) int {
 	} else {
 		results = a.run(ctx)
 	}
-	printApplied(os.Stdout, results, dryRun)
+	if asJSON {
+		printAppliedJSON(os.Stdout, results, dryRun)
+	} else {
+		printApplied(os.Stdout, results, dryRun)
+	}
 	for _, r := range results {
 		if r.Result != mover.ResultMoved && r.Result != resultChecked {
 			return exitFailed
@@ -494,6 +503,25 @@ func (a *applier) line(bars *mpb.Progress, format string, args ...any) {
 	fmt.Fprintf(a.out, "%s %s\n", time.Now().Format("15:04:05.000"), msg)
 }
 
+// appliedReport is apply --json's output.
+type appliedReport struct {
+	DryRun bool      `json:"dry_run"`
+	Moved  int       `json:"moved"` // moves that moved (or passed the check, for a dry run)
+	Moves  []applied `json:"moves"`
+}
+
+func printAppliedJSON(w io.Writer, results []applied, dryRun bool) {
+	rep := appliedReport{DryRun: dryRun, Moves: results}
+	for _, r := range results {
+		if r.Result == mover.ResultMoved || r.Result == resultChecked {
+			rep.Moved++
+		}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(rep)
+}
+
 // printApplied writes the final table, then the errors of the moves that
 // did not move.
 func printApplied(w io.Writer, results []applied, dryRun bool) {
@@ -502,7 +530,7 @@ func printApplied(w io.Writer, results []applied, dryRun bool) {
 	if dryRun {
 		fmt.Fprintln(tw, "move\tsource\ttarget\tslots\tcheck\tkeys expected\t")
 	} else {
-		fmt.Fprintln(tw, "move\tsource\ttarget\tslots\tresult\tkeys\ttotal ms\tpause ms\t")
+		fmt.Fprintln(tw, "move\tsource\ttarget\tslots\tresult\tkeys\ttotal ms\tpause ms\tthrottled ms\t")
 	}
 	moved := 0
 	for _, r := range results {
@@ -517,7 +545,7 @@ func printApplied(w io.Writer, results []applied, dryRun bool) {
 		if r.Result == mover.ResultMoved {
 			moved++
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%.1f\t\n", r.N, r.Move.Source, r.Move.Target, spec, r.Result, r.Keys, r.Total, r.Pause)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%.1f\t%d\t\n", r.N, r.Move.Source, r.Move.Target, spec, r.Result, r.Keys, r.Total, r.Pause, r.Throttled)
 	}
 	tw.Flush()
 	for _, r := range results {

@@ -3,7 +3,7 @@
 //
 //	slotmover move --source H:P --target H:P --slots 0-5460[,a-b…] [--json]
 //	slotmover plan --cluster H:P (--add N… | --drain N… | --rebalance) [--by keys|memory] [--max-moves N] [--json] [-o F]
-//	slotmover apply PLAN.json [--parallel N] [--dry-run]
+//	slotmover apply PLAN.json [--parallel N] [--dry-run] [--json] [--budget B]
 //	slotmover fix --node H:P [--dry-run]
 //	slotmover serve --node H:P [--config FILE] [--admin H:P] [--nats URL] [--metrics H:P]
 //	slotmover status [ID] [--json] / slotmover cancel ID|--all
@@ -118,7 +118,7 @@ func usage() {
       the sidecars that answer on NATS: node, alias, address, running tasks
   slotmover plan --cluster HOST:PORT (--add NODE… | --drain NODE… | --rebalance) [--by keys|memory] [--max-moves N] [--json] [-o plan.json]
       work out which slots to move where: add empty masters, drain masters, or even out keys or memory
-  slotmover apply PLAN.json [--parallel N] [--dry-run]
+  slotmover apply PLAN.json [--parallel N] [--dry-run] [--json] [--budget B]
       run a plan's moves from here, each checked against the cluster first
   slotmover fix --node HOST:PORT [--dry-run]
       finish or undo what moves that stopped half-way (crash, kill) left in the cluster
