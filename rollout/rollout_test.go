@@ -1,14 +1,21 @@
-package main
+package rollout
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/planner"
 )
 
 // Two moves run at once only if they touch no node in two roles and,
 // under a budget, load no target twice.
-func TestApplyConflicts(t *testing.T) {
+func TestConflict(t *testing.T) {
 	move := func(src, dst string) planner.Move { return planner.Move{SourceID: src, TargetID: dst} }
 	for _, tc := range []struct {
 		running, next planner.Move
@@ -23,9 +30,84 @@ func TestApplyConflicts(t *testing.T) {
 		{move("a", "x"), move("b", "x"), false, false}, // one target, budget off
 		{move("a", "x"), move("a", "y"), false, true},
 	} {
-		if got := conflict(tc.running, tc.next, tc.budgeted); got != tc.want {
+		if got := Conflict(tc.running, tc.next, tc.budgeted); got != tc.want {
 			t.Errorf("%s→%s running, %s→%s next, budgeted %v: conflict %v, want %v",
 				tc.running.SourceID, tc.running.TargetID, tc.next.SourceID, tc.next.TargetID, tc.budgeted, got, tc.want)
+		}
+	}
+}
+
+// fakeMover records which moves ran at once; each takes a few ms.
+type fakeMover struct {
+	mu      sync.Mutex
+	running map[int]planner.Move
+	most    int
+	clashes []string
+}
+
+func (f *fakeMover) Move(ctx context.Context, o *Outcome, progress func(mover.Progress)) mover.Phase {
+	f.mu.Lock()
+	for n, m := range f.running {
+		if Conflict(m, o.Move, true) {
+			f.clashes = append(f.clashes, fmt.Sprintf("#%d and #%d", n, o.N))
+		}
+	}
+	f.running[o.N] = o.Move
+	f.most = max(f.most, len(f.running))
+	f.mu.Unlock()
+	progress(mover.Progress{Phase: mover.PhaseSnapshot})
+	time.Sleep(5 * time.Millisecond)
+	f.mu.Lock()
+	delete(f.running, o.N)
+	f.mu.Unlock()
+	o.Result, o.Keys = mover.ResultMoved, 1
+	return mover.PhaseDone
+}
+
+type countingWatcher struct{ progress, ends *atomic.Int64 }
+
+func (w countingWatcher) Progress(mover.Progress)  { w.progress.Add(1) }
+func (w countingWatcher) End(Outcome, mover.Phase) { w.ends.Add(1) }
+
+// The runner keeps to Parallel and to Conflict, runs every move once in
+// the plan's order as far as that allows, reports each to its watcher,
+// refuses a move its check fails and skips all once cancelled.
+func TestRunner(t *testing.T) {
+	var moves []planner.Move
+	for i := range 12 {
+		moves = append(moves, planner.Move{SourceID: fmt.Sprint("s", i%4), TargetID: fmt.Sprint("t", i%3), Slots: fmt.Sprint(i)})
+	}
+	f := &fakeMover{running: map[int]planner.Move{}}
+	var progress, ends atomic.Int64
+	r := &Runner{Plan: &planner.Plan{Moves: moves}, Parallel: 3, Budgeted: true, Mover: f,
+		Check: func(_ context.Context, m planner.Move) error {
+			if m.Slots == "5" {
+				return errors.New("stale on purpose")
+			}
+			return nil
+		},
+		Watch: func(Outcome) Watcher { return countingWatcher{&progress, &ends} }}
+	out := r.Run(context.Background())
+	if len(f.clashes) > 0 || f.most > 3 || f.most < 2 {
+		t.Fatalf("conflicting moves ran at once: %v; at most %d at once, want 2 or 3", f.clashes, f.most)
+	}
+	for i, o := range out {
+		want := mover.ResultMoved
+		if i == 5 {
+			want = ResultStale
+		}
+		if o.N != i+1 || o.Result != want {
+			t.Fatalf("outcome %d: %+v, want %s", i, o, want)
+		}
+	}
+	if progress.Load() != 11 || ends.Load() != 12 {
+		t.Fatalf("the watchers saw %d progress reports and %d ends, want 11 and 12", progress.Load(), ends.Load())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, o := range r.Run(ctx) {
+		if o.Result != ResultSkipped {
+			t.Fatalf("cancelled before the start: %+v, want skipped", o)
 		}
 	}
 }

@@ -26,15 +26,16 @@ import (
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/natsapi"
 	"github.com/slotmover/slotmover/planner"
+	"github.com/slotmover/slotmover/rollout"
 )
 
 // demoSummary is what the demo prints at the end (as JSON with --json).
 type demoSummary struct {
-	Moves   []applied `json:"moves"`
-	Moved   int       `json:"moved"`
-	Seconds float64   `json:"seconds"` // plan applied in
-	Writes  int       `json:"writes"`  // acknowledged by the workload during the moves
-	Unknown int       `json:"unknown"` // writes answered by an error (a reply lost): either outcome is right
+	Moves   []rollout.Outcome `json:"moves"`
+	Moved   int               `json:"moved"`
+	Seconds float64           `json:"seconds"` // plan applied in
+	Writes  int               `json:"writes"`  // acknowledged by the workload during the moves
+	Unknown int               `json:"unknown"` // writes answered by an error (a reply lost): either outcome is right
 	// Lost counts the workload's counters whose value no write explains:
 	// an acknowledged increment missing, or one applied twice.
 	Lost        int              `json:"lost"`
@@ -200,9 +201,11 @@ func runDemo(ctx context.Context, out io.Writer, keys, bigElements, parallel int
 	go func() { written <- writeCounters(wctx, wc) }()
 
 	fmt.Fprintf(out, "\n$ slotmover apply %s --nats %s --parallel %d    # while a client writes\n", planPath, d.nats.ClientURL(), parallel)
-	a := &applier{plan: p, parallel: parallel, out: out, bus: &natsapi.Client{NC: nc}}
+	ui := newApplyUI(ctx, out)
+	r := &rollout.Runner{Plan: p, Parallel: parallel, Budgeted: true, Mover: rollout.Sidecars{Bus: &natsapi.Client{NC: nc}}, Watch: ui.watch}
 	start := time.Now()
-	results := a.run(ctx)
+	results := r.Run(ctx)
+	ui.wait()
 	took := time.Since(start)
 	stopWriter()
 	work := <-written

@@ -1,0 +1,172 @@
+// Package rollout runs a plan's moves: at most Parallel at a time, in the
+// plan's order as far as the rules allow, each checked against the
+// cluster right before it starts, here (Local) or through the targets'
+// sidecars (Sidecars). `slotmover apply` drives it.
+package rollout
+
+import (
+	"context"
+
+	"github.com/slotmover/slotmover/mover"
+	"github.com/slotmover/slotmover/planner"
+)
+
+// Results of a move beside mover's.
+const (
+	ResultStale   = "stale"   // the plan no longer matches the cluster: refused, nothing changed
+	ResultSkipped = "skipped" // not started (cancelled before its turn)
+	ResultChecked = "checked" // a dry run: the move would run
+	ResultRefused = "refused" // over NATS, the sidecar refused the request: nothing started
+	ResultLost    = "lost"    // over NATS, the task's end was not seen: it may still run
+)
+
+// Outcome is what became of one move of a plan.
+type Outcome struct {
+	N      int          `json:"n"` // 1-based, in the plan's order
+	Move   planner.Move `json:"move"`
+	Result string       `json:"result"`
+	Err    string       `json:"error,omitempty"`
+	Keys   int64        `json:"keys"`
+	Total  int64        `json:"total_ms"`
+	Pause  float64      `json:"pause_ms"`
+	// Throttled is the time the move held because its servers were over
+	// its impact budget.
+	Throttled int64    `json:"throttled_ms"`
+	Repair    []string `json:"repair,omitempty"`
+	Task      string   `json:"task,omitempty"` // over NATS, the task's ID on the target's sidecar
+}
+
+// Moved reports whether the move moved (or, in a dry run, would run).
+func (o Outcome) Moved() bool { return o.Result == mover.ResultMoved || o.Result == ResultChecked }
+
+// Mover runs one move, fills its outcome and returns its last phase.
+// progress is called as it goes.
+type Mover interface {
+	Move(ctx context.Context, o *Outcome, progress func(mover.Progress)) mover.Phase
+}
+
+// Watcher follows one move for a display.
+type Watcher interface {
+	Progress(mover.Progress)
+	End(o Outcome, last mover.Phase)
+}
+
+// Runner runs a plan's moves.
+type Runner struct {
+	Plan     *planner.Plan
+	Parallel int
+	// Budgeted keeps two moves from loading one target at once (see
+	// Conflict): each move paces itself to its target's budget, and a
+	// second one would load it before the first's probes see it.
+	Budgeted bool
+	Mover    Mover
+	// Check, if set, tells whether a move still matches the cluster; a
+	// move it fails is refused as stale. Over NATS the sidecar checks.
+	Check func(context.Context, planner.Move) error
+	// Watch, if set, is called as each move starts; what it returns
+	// follows the move to its end.
+	Watch func(o Outcome) Watcher
+}
+
+// Conflict reports whether m may not start beside the running move o:
+// they share a source, one's target is the other's source, or, budgeted,
+// they share a target.
+func Conflict(o, m planner.Move, budgeted bool) bool {
+	return o.SourceID == m.SourceID || o.TargetID == m.SourceID || o.SourceID == m.TargetID || budgeted && o.TargetID == m.TargetID
+}
+
+// DryRun checks every move (Check) and changes nothing.
+func (r *Runner) DryRun(ctx context.Context) []Outcome {
+	var out []Outcome
+	for i, m := range r.Plan.Moves {
+		o := Outcome{N: i + 1, Move: m, Result: ResultChecked, Keys: m.Keys}
+		if err := r.Check(ctx, m); err != nil {
+			o.Result, o.Err = ResultStale, err.Error()
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// Run runs the moves and returns their outcomes in the plan's order. A
+// cancelled ctx skips the moves not started; those running end as a
+// cancelled move does.
+func (r *Runner) Run(ctx context.Context) []Outcome {
+	moves := r.Plan.Moves
+	results := make([]Outcome, len(moves))
+	pending := make([]int, len(moves))
+	for i := range moves {
+		pending[i] = i
+	}
+	running := map[int]bool{}
+	conflicts := func(m planner.Move) bool {
+		for j := range running {
+			if Conflict(moves[j], m, r.Budgeted) {
+				return true
+			}
+		}
+		return false
+	}
+	done := make(chan int)
+	for len(pending) > 0 || len(running) > 0 {
+		if ctx.Err() != nil {
+			for _, i := range pending {
+				results[i] = Outcome{N: i + 1, Move: moves[i], Result: ResultSkipped, Err: "cancelled before it started"}
+			}
+			pending = nil
+		}
+		for k := 0; k < len(pending) && len(running) < r.Parallel; {
+			i := pending[k]
+			if conflicts(moves[i]) {
+				k++
+				continue
+			}
+			pending = append(pending[:k], pending[k+1:]...)
+			running[i] = true
+			go func() {
+				results[i] = r.one(ctx, i)
+				done <- i
+			}()
+		}
+		if len(running) == 0 {
+			break
+		}
+		delete(running, <-done)
+	}
+	return results
+}
+
+// one checks and runs move i.
+func (r *Runner) one(ctx context.Context, i int) Outcome {
+	o := Outcome{N: i + 1, Move: r.Plan.Moves[i]}
+	if ctx.Err() != nil {
+		o.Result, o.Err = ResultSkipped, "cancelled before it started"
+		return o
+	}
+	var w Watcher
+	if r.Watch != nil {
+		w = r.Watch(o)
+	}
+	progress := func(p mover.Progress) {
+		if w != nil {
+			w.Progress(p)
+		}
+	}
+	phase := mover.PhasePreflight
+	if err := r.check(ctx, o.Move); err != nil {
+		o.Result, o.Err = ResultStale, err.Error()
+	} else {
+		phase = r.Mover.Move(ctx, &o, progress)
+	}
+	if w != nil {
+		w.End(o, phase)
+	}
+	return o
+}
+
+func (r *Runner) check(ctx context.Context, m planner.Move) error {
+	if r.Check == nil {
+		return nil
+	}
+	return r.Check(ctx, m)
+}
