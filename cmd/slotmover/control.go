@@ -90,5 +90,10 @@ func (d *daemonFlags) control(ctx context.Context, action sidecar.Action, budget
 	if err != nil {
 		return 0, err
 	}
-	return int(reply[0]["count"].(int64)), nil
+	if len(reply) == 1 {
+		if n, ok := reply[0]["count"].(int64); ok {
+			return int(n), nil
+		}
+	}
+	return 0, fmt.Errorf("%s on %s: the reply is not a count: %v", action, d.admin, reply)
 }
