@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -279,9 +278,7 @@ func printAppliedJSON(w io.Writer, results []rollout.Outcome, dryRun bool) {
 			rep.Moved++
 		}
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(rep)
+	printJSON(w, rep)
 }
 
 // printApplied writes the final table, then the errors of the moves that

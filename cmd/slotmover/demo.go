@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -82,9 +81,7 @@ func demoCmd(args []string) int {
 		return exitFailed
 	}
 	if *jsonOut {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(sum)
+		printJSON(os.Stdout, sum)
 	}
 	if *keep {
 		d.printHowToConnect(os.Stderr)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -52,9 +51,7 @@ func lsCmd(args []string) int {
 	}
 	slices.SortFunc(found, func(a, b natsapi.PingReply) int { return strings.Compare(a.Addr, b.Addr) })
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(found)
+		printJSON(os.Stdout, found)
 		return 0
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)

@@ -17,7 +17,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -75,6 +77,14 @@ func main() {
 		code = exitRefused
 	}
 	os.Exit(code)
+}
+
+// printJSON writes v as indented JSON: the --json output of the commands
+// that print a document (move prints its summary on one line instead).
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 // flagsOnly is what a command that takes no positional argument takes.

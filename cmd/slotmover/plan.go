@@ -147,9 +147,7 @@ func planCmd(args []string) int {
 		}
 	}
 	if jsonOut {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(p)
+		printJSON(os.Stdout, p)
 	} else {
 		printPlan(os.Stdout, p)
 		if out != "" {

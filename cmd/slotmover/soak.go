@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -88,9 +87,7 @@ func soakCmd(args []string) int {
 		return exitFailed
 	}
 	if *jsonOut {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
+		if err := printJSON(os.Stdout, rep); err != nil {
 			fmt.Fprintf(os.Stderr, "slotmover soak: write the report: %v\n", err)
 			return exitFailed
 		}

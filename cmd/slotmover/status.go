@@ -187,9 +187,7 @@ func statusCmd(args []string) int {
 		return exitFailed
 	}
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(tasks)
+		printJSON(os.Stdout, tasks)
 		return 0
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
