@@ -14,6 +14,7 @@ import (
 	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/internal/info"
 	"github.com/slotmover/slotmover/rdbparse"
+	"github.com/slotmover/slotmover/slotread"
 	"github.com/slotmover/slotmover/slots"
 )
 
@@ -274,35 +275,62 @@ func libraries(ctx context.Context, c *redis.Client) (map[string]string, error) 
 }
 
 // dumpVersion reads the RDB version the source writes, from the DUMP of one
-// key of the moving slots (nothing changed); 0 when they hold none.
+// key of the moving slots (nothing changed); 0 when they hold none. The
+// key is a small one a survey of a slot found, where it may run: the
+// DUMP of a big key would hold the source for as long as its size takes
+// (300 ms for a sorted set of 200k members). Else it is the first key.
 func dumpVersion(ctx context.Context, c *redis.Client, set *slots.Set) (int, error) {
 	all := set.Slots()
+	first, surveys := "", 0
 	for start := 0; start < len(all); start += 512 {
-		var cmds []*redis.StringSliceCmd
+		batch := all[start:min(start+512, len(all))]
+		keys := make([]*redis.StringSliceCmd, len(batch))
+		counts := make([]*redis.IntCmd, len(batch))
 		if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, s := range all[start:min(start+512, len(all))] {
-				cmds = append(cmds, p.ClusterGetKeysInSlot(ctx, int(s), 1))
+			for i, s := range batch {
+				keys[i] = p.ClusterGetKeysInSlot(ctx, int(s), 1)
+				counts[i] = p.ClusterCountKeysInSlot(ctx, int(s))
 			}
 			return nil
 		}); err != nil {
 			return 0, fmt.Errorf("CLUSTER GETKEYSINSLOT: %w", err)
 		}
-		for _, cmd := range cmds {
+		for i, cmd := range keys {
 			if len(cmd.Val()) == 0 {
 				continue
 			}
-			dump, err := c.Dump(ctx, cmd.Val()[0]).Result()
-			if errors.Is(err, redis.Nil) {
-				continue // expired meanwhile
+			if first == "" {
+				first = cmd.Val()[0]
 			}
-			if err != nil {
-				return 0, fmt.Errorf("DUMP: %w", err)
+			if n := counts[i].Val(); surveys < maxVersionSurveys && n <= surveyKeysPerCall {
+				surveys++
+				sv, err := slotread.SurveySlots(ctx, c, []uint16{batch[i]}, 0)
+				if err != nil {
+					surveys = maxVersionSurveys // not allowed, or not possible: the first key it is
+				} else if sv.Sample != nil {
+					return rdbparse.DumpVersion(sv.Sample), nil
+				}
 			}
-			return rdbparse.DumpVersion([]byte(dump)), nil
+		}
+		if surveys >= maxVersionSurveys && first != "" {
+			break
 		}
 	}
-	return 0, nil
+	if first == "" {
+		return 0, nil
+	}
+	dump, err := c.Dump(ctx, first).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil // expired meanwhile: the snapshot's header is checked too
+	}
+	if err != nil {
+		return 0, fmt.Errorf("DUMP: %w", err)
+	}
+	return rdbparse.DumpVersion([]byte(dump)), nil
 }
+
+// maxVersionSurveys bounds the slots dumpVersion surveys for a small key.
+const maxVersionSurveys = 8
 
 // readableVersion refuses a server whose RDB version slotmover does not
 // read, before anything changes rather than at the snapshot's header.

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/rdbparse"
 	"github.com/slotmover/slotmover/slots"
@@ -57,4 +58,44 @@ func TestDumpVersion(t *testing.T) {
 	if n, err := node.DBSize(ctx).Result(); err != nil || n != 1 {
 		t.Fatalf("DBSIZE %d after reading the version, want 1 (%v)", n, err)
 	}
+
+	// A big key first: the version comes from a small key's DUMP, and the
+	// big one is never dumped (the slow log would show it).
+	big := tempKey(1000, "version", 1)
+	members := make([]redis.Z, 5000)
+	for i := range members {
+		members[i] = redis.Z{Score: float64(i), Member: i}
+	}
+	if err := node.ZAdd(ctx, big, members...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.ConfigSet(ctx, "slowlog-log-slower-than", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer node.ConfigSet(ctx, "slowlog-log-slower-than", "10000")
+	if err := node.SlowLogReset(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := dumpVersion(ctx, node, set); err != nil || v != versionOfDump(t, node, key) {
+		t.Fatalf("with a big key first: version %d, %v", v, err)
+	}
+	logged, err := node.SlowLogGet(ctx, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range logged {
+		if len(l.Args) == 2 && strings.EqualFold(l.Args[0], "DUMP") && l.Args[1] == big {
+			t.Errorf("the big key was dumped: %v", l.Args)
+		}
+	}
+}
+
+// versionOfDump is the RDB version of key's DUMP.
+func versionOfDump(t *testing.T, c *redis.Client, key string) int {
+	t.Helper()
+	dump, err := c.Dump(context.Background(), key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rdbparse.DumpVersion([]byte(dump))
 }
