@@ -189,6 +189,7 @@ func (s Sidecars) Move(ctx context.Context, o *Outcome, progress func(mover.Prog
 		return mover.Phase(t.Phase)
 	}
 	o.Result, o.Keys, o.Pause, o.Throttled, o.Err = t.Result, t.KeysCopied, t.WritePauseMS, t.ThrottledMS, t.LastError
+	o.Start, o.End = t.StartTime, t.EndTime
 	o.Total = t.EndTime.Sub(t.StartTime).Milliseconds()
 	return mover.Phase(t.Phase)
 }

@@ -6,6 +6,7 @@ package rollout
 
 import (
 	"context"
+	"time"
 
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/planner"
@@ -34,6 +35,10 @@ type Outcome struct {
 	Throttled int64    `json:"throttled_ms"`
 	Repair    []string `json:"repair,omitempty"`
 	Task      string   `json:"task,omitempty"` // over NATS, the task's ID on the target's sidecar
+	// Start and End bound the move: over NATS, its task's record on the
+	// sidecar; else when the runner started and saw the end of it.
+	Start time.Time `json:"start,omitzero"`
+	End   time.Time `json:"end,omitzero"`
 }
 
 // Moved reports whether the move moved (or, in a dry run, would run).
@@ -156,7 +161,11 @@ func (r *Runner) one(ctx context.Context, i int) Outcome {
 	if err := r.check(ctx, o.Move); err != nil {
 		o.Result, o.Err = ResultStale, err.Error()
 	} else {
+		start := time.Now()
 		phase = r.Mover.Move(ctx, &o, progress)
+		if o.Start.IsZero() {
+			o.Start, o.End = start, time.Now()
+		}
 	}
 	if w != nil {
 		w.End(o, phase)
