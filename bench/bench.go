@@ -13,7 +13,9 @@ import (
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/mover"
+	"github.com/slotmover/slotmover/rollout"
 	"github.com/slotmover/slotmover/slots"
+	"github.com/slotmover/slotmover/throttle"
 )
 
 // RunResult is one run of one method on one workload.
@@ -36,6 +38,11 @@ type RunResult struct {
 	ExtraWrites     int64     `json:"extra_writes"` // increments found that were never sent
 	ServerRedirects Redirects `json:"server_redirects"`
 	ClientRedirects Redirects `json:"client_redirects"`
+
+	// Client is what the writer saw (the fleet workload).
+	Client *ClientLatency `json:"client,omitempty"`
+	// Moves are the fleet's slotmover moves, as apply reports them.
+	Moves []rollout.Outcome `json:"moves,omitempty"`
 
 	PauseMS  *float64     `json:"pause_ms,omitempty"`  // slotmover, asm: the longest write pause of its tasks
 	SwitchMS *float64     `json:"switch_ms,omitempty"` // slotmover, asm: when its last task's target served the slots
@@ -104,19 +111,27 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	for run := 1; run <= cfg.Runs; run++ {
 		for _, w := range cfg.Workloads {
-			p, err := planFor(w, cfg.SmallSlots)
-			if err != nil {
-				return rep, fmt.Errorf("plan: %w", err)
+			var p plan
+			if w != WorkloadFleet {
+				var err error
+				if p, err = planFor(w, cfg.SmallSlots); err != nil {
+					return rep, fmt.Errorf("plan: %w", err)
+				}
 			}
 			for _, m := range cfg.Methods {
-				if m == MethodASM && asmErr != nil {
+				if m == MethodASM && asmErr != nil || !applies(w, m) {
 					continue
 				}
 				if err := ctx.Err(); err != nil {
 					return rep, fmt.Errorf("bench stopped before %s/%s run %d: %w", w, m, run, err)
 				}
 				cfg.Logger.Info("bench: run", "workload", w, "method", m, "run", run, "of", cfg.Runs)
-				r := runOne(ctx, &cfg, w, m, p, run, asmBin)
+				var r RunResult
+				if w == WorkloadFleet {
+					r = runFleet(ctx, &cfg, m, run, asmBin)
+				} else {
+					r = runOne(ctx, &cfg, w, m, p, run, asmBin)
+				}
 				rep.add(r)
 				cfg.Logger.Info("bench: run done", "workload", w, "method", m, "run", run,
 					"wall_ms", r.WallMS, "keys", r.KeysMoved, "error", r.Error, "warnings", r.Warnings)
@@ -159,9 +174,15 @@ func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, r
 	// starts one itself (stream.StartBacklog), its cost in the move's time.
 
 	t0 := time.Now()
-	if err := fill(ctx, c, cfg); err != nil {
+	if err := fill(ctx, c, layout, cfg); err != nil {
 		r.Error = err.Error()
 		return r
+	}
+	if cfg.BigKeys {
+		if err := fillBig(ctx, c, cfg); err != nil {
+			r.Error = err.Error()
+			return r
+		}
 	}
 	var ld *load
 	if cfg.LoadRate > 0 {
@@ -186,7 +207,7 @@ func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, r
 		r.Moved[src.Addr] = sh.Slots.String()
 	}
 	cfg.Logger.Info("bench: filled", "ms", r.FillMS, "keys_to_move", r.KeysMoved, "dir", dir)
-	sample, err := captureSample(ctx, c, p, cfg.Keys)
+	sample, err := captureSample(ctx, c, p.union(), cfg.Keys, nil)
 	if err != nil {
 		r.Error = err.Error()
 		return r
@@ -223,11 +244,15 @@ func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, r
 		err = reshard(mctx, cfg, c, p, 10, dir)
 	case MethodReshard1000:
 		err = reshard(mctx, cfg, c, p, 1000, dir)
-	case MethodSlotmover, MethodSlotmoverRDB, MethodSlotmoverKeys:
+	case MethodSlotmover, MethodSlotmoverOff, MethodSlotmoverRDB, MethodSlotmoverKeys:
 		// The label lets a profile (--cpuprofile) be narrowed to the moves:
 		// go tool pprof -tagfocus phase=move.
 		pprof.Do(mctx, pprof.Labels("phase", "move"), func(mctx context.Context) {
-			r.Tasks, err = moveWithSlotmover(mctx, c, p, snapshotOf[method], cfg.Budget, dir)
+			budget := cfg.Budget
+			if method == MethodSlotmoverOff {
+				budget = throttle.Budget{Off: true}
+			}
+			r.Tasks, err = moveWithSlotmover(mctx, c, p, snapshotOf[method], budget, dir)
 		})
 		var paths []string
 		for _, t := range r.Tasks {
@@ -317,11 +342,11 @@ func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, r
 // a million keys.
 const sampleSize = 2000
 
-// captureSample records keys of the moved slots, spread over the fill.
-func captureSample(ctx context.Context, c *localcluster.Cluster, p plan, keys int) (*localcluster.KeyStates, error) {
-	moved := p.union()
-	var names []string
-	for i := 0; i < keys && len(names) < sampleSize; i += max(1, keys/(8*sampleSize)) {
+// captureSample records keys of the moved slots, spread over the fill, and
+// the keys extra.
+func captureSample(ctx context.Context, c *localcluster.Cluster, moved *slots.Set, keys int, extra []string) (*localcluster.KeyStates, error) {
+	names := slices.Clone(extra)
+	for i := 0; i < keys && len(names) < len(extra)+sampleSize; i += max(1, keys/(8*sampleSize)) {
 		if k := KeyName(i); moved.Contains(slots.ForString(k)) {
 			names = append(names, k)
 		}
@@ -414,6 +439,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // snapshotOf is the snapshot path of each slotmover method.
 var snapshotOf = map[string]string{
 	MethodSlotmover:     mover.SnapshotAuto,
+	MethodSlotmoverOff:  mover.SnapshotAuto,
 	MethodSlotmoverRDB:  mover.SnapshotRDB,
 	MethodSlotmoverKeys: mover.SnapshotKeys,
 }

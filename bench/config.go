@@ -6,6 +6,7 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -33,6 +34,12 @@ const (
 	// MIGRATION IMPORT on the target), on a cluster of the ASM build
 	// (Config.ASMBuild); skipped when there is none.
 	MethodASM = "asm"
+	// MethodSlotmoverOff is slotmover (snapshot path auto) with its
+	// impact budget off: as fast as it goes.
+	MethodSlotmoverOff = "slotmover-off"
+	// MethodRebalance is redis-cli --cluster rebalance
+	// --cluster-use-empty-masters (the fleet workload's legacy method).
+	MethodRebalance = "rebalance"
 )
 
 // Workload names.
@@ -45,13 +52,36 @@ const (
 	// WorkloadSmall moves a few slots (0-54, about 1% of its keys; see
 	// Config.SmallSlots) from the first master to the empty one.
 	WorkloadSmall = "small"
+	// WorkloadFleet is a scale-out of a cluster with replicas: FleetMasters
+	// masters with a replica each hold every slot, with a sorted set of
+	// BigElements members at each end of every master's range; FleetNew
+	// empty masters with replicas join, and the cluster is rebalanced onto
+	// them while a client writes and measures its own latency. slotmover
+	// runs as `plan --add` + `apply --nats --parallel` through a sidecar
+	// beside every master.
+	WorkloadFleet = "fleet"
 )
 
 // Methods and Workloads list every known name, in table order.
 var (
-	Methods   = []string{MethodReshard10, MethodReshard1000, MethodSlotmover, MethodSlotmoverRDB, MethodSlotmoverKeys, MethodASM}
-	Workloads = []string{WorkloadSmall, WorkloadSingle, WorkloadScaleout}
+	Methods   = []string{MethodReshard10, MethodReshard1000, MethodRebalance, MethodSlotmover, MethodSlotmoverOff, MethodSlotmoverRDB, MethodSlotmoverKeys, MethodASM}
+	Workloads = []string{WorkloadSmall, WorkloadSingle, WorkloadScaleout, WorkloadFleet}
+	// DefaultWorkloads leaves out the fleet, which starts dozens of servers.
+	DefaultWorkloads = []string{WorkloadSmall, WorkloadSingle, WorkloadScaleout}
 )
+
+// applies reports whether method runs on workload: reshard moves a given
+// number of slots to one node, rebalance spreads a cluster over its
+// masters, so each has its own workloads.
+func applies(workload, method string) bool {
+	switch method {
+	case MethodReshard10, MethodReshard1000:
+		return workload != WorkloadFleet
+	case MethodRebalance:
+		return workload == WorkloadFleet
+	}
+	return true
+}
 
 // DefaultSmallSlots is the slots the small workload moves by default.
 const DefaultSmallSlots = "0-54"
@@ -70,8 +100,8 @@ type Config struct {
 	BigElements int      // default 100,000
 	BigTypes    []string // the big keys' types (localcluster.BigTypeNames); nil for all
 
-	Workloads []string // default small, single, scaleout
-	Methods   []string // default all of Methods
+	Workloads []string // default DefaultWorkloads
+	Methods   []string // default all of Methods; each runs on the workloads it applies to
 	// SmallSlots is the small workload's slots of the first master: a
 	// range from 0 ("0-272"), the slots reshard takes for --cluster-slots
 	// of its size (default 0-54).
@@ -79,12 +109,25 @@ type Config struct {
 	Runs       int // runs of each method and workload; the median is reported (default 1)
 
 	// LoadRate is the INCRs per second a background client sends over all
-	// slots while a move runs; 0 for none.
+	// slots while a move runs; 0 for none (the fleet always has a writer:
+	// DefaultFleetLoadRate then).
 	LoadRate int
 
 	// Budget is slotmover's impact budget in its moves (the default's by
-	// default).
+	// default); slotmover-off runs without one.
 	Budget throttle.Budget
+
+	// The fleet workload: masters holding every slot (default 12), empty
+	// ones that join (default 3), each with a replica, and the moves at
+	// once (apply --parallel, default 3). Keys are spread over the
+	// masters, BigElements is the size of each sorted set at the ends of
+	// their ranges.
+	FleetMasters, FleetNew, Parallel int
+	// Sidecars starts a slotmover sidecar beside each of nodes, reachable
+	// on the NATS server at natsURL, logging into dir; stop ends them.
+	// The fleet's slotmover methods need it (`slotmover bench` wires the
+	// sidecar of `slotmover serve`); without it they are skipped.
+	Sidecars func(ctx context.Context, natsURL string, nodes []string, dir string) (stop func(), err error)
 
 	Dir      string // parent of the servers' working directories ("" for the system temp dir)
 	KeepDirs bool   // keep every run's directory (failed runs' are always kept)
@@ -107,6 +150,11 @@ const (
 	DefaultValueSize   = 512
 	DefaultBigElements = 100_000
 	DefaultMoveTimeout = 30 * time.Minute
+
+	DefaultFleetMasters  = 12
+	DefaultFleetNew      = 3
+	DefaultParallel      = 3
+	DefaultFleetLoadRate = 2000
 )
 
 func (c *Config) defaults() {
@@ -120,8 +168,18 @@ func (c *Config) defaults() {
 		c.BigElements = DefaultBigElements
 	}
 	if len(c.Workloads) == 0 {
-		c.Workloads = Workloads
+		c.Workloads = DefaultWorkloads
 	}
+	if c.FleetMasters == 0 {
+		c.FleetMasters = DefaultFleetMasters
+	}
+	if c.FleetNew == 0 {
+		c.FleetNew = DefaultFleetNew
+	}
+	if c.Parallel == 0 {
+		c.Parallel = DefaultParallel
+	}
+
 	if len(c.Methods) == 0 {
 		c.Methods = Methods
 	}
@@ -221,6 +279,12 @@ func (c *Config) Validate() error {
 	}
 	if c.LoadRate < 0 || c.LoadRate > 100_000 {
 		errs = append(errs, fmt.Errorf("load rate must be 0 … 100000 ops/s, not %d", c.LoadRate))
+	}
+	if c.FleetMasters < 1 || c.FleetMasters > 64 || c.FleetNew < 1 || c.FleetNew > 64 {
+		errs = append(errs, fmt.Errorf("the fleet's masters and new masters must be 1 … 64 each, not %d and %d", c.FleetMasters, c.FleetNew))
+	}
+	if c.Parallel < 1 || c.Parallel > 64 {
+		errs = append(errs, fmt.Errorf("parallel moves must be 1 … 64, not %d", c.Parallel))
 	}
 	if c.SmallSlots != "" {
 		if _, err := smallSlots(c.SmallSlots); err != nil {

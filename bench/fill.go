@@ -17,16 +17,24 @@ import (
 // names with the same values, so every method moves identical data.
 func KeyName(i int) string { return "bench:" + strconv.Itoa(i) }
 
-// ownerOf maps a slot to its master's index in layout.
-func ownerOf(slot uint16) int {
-	switch {
-	case slot <= 5460:
-		return 0
-	case slot <= 10922:
-		return 1
-	default:
-		return 2
+// owners maps each slot to the index of its master in a layout.
+type owners [slots.Count]int
+
+func ownersOf(layout []string) (*owners, error) {
+	o := &owners{}
+	for i, spec := range layout {
+		if spec == "" {
+			continue // an empty master
+		}
+		set, err := slots.Parse(spec)
+		if err != nil {
+			return nil, fmt.Errorf("layout of node %d: %w", i, err)
+		}
+		for _, s := range set.Slots() {
+			o[s] = i
+		}
 	}
+	return o, nil
 }
 
 const (
@@ -60,10 +68,14 @@ func (v *values) get(i, j, n int) []byte {
 }
 
 // fill writes cfg.Keys keys through per-node clients, each key straight to
-// its owner, pipelined, from several goroutines; then the big keys.
-func fill(ctx context.Context, c *localcluster.Cluster, cfg *Config) error {
+// its owner in layout (c's), pipelined, from several goroutines.
+func fill(ctx context.Context, c *localcluster.Cluster, layout []string, cfg *Config) error {
+	own, err := ownersOf(layout)
+	if err != nil {
+		return err
+	}
 	vals := newValues(cfg.ValueSize)
-	nodes := make([]*redis.Client, 3)
+	nodes := make([]*redis.Client, len(layout))
 	for i := range nodes {
 		nodes[i] = c.Nodes[i].Client()
 		defer nodes[i].Close()
@@ -72,7 +84,7 @@ func fill(ctx context.Context, c *localcluster.Cluster, cfg *Config) error {
 	defer cancel()
 	errs := make(chan error, fillWorkers)
 	for w := 0; w < fillWorkers; w++ {
-		go func() { errs <- fillPart(gctx, nodes, vals, w, cfg) }()
+		go func() { errs <- fillPart(gctx, nodes, own, vals, w, cfg) }()
 	}
 	var first error
 	for w := 0; w < fillWorkers; w++ {
@@ -81,17 +93,11 @@ func fill(ctx context.Context, c *localcluster.Cluster, cfg *Config) error {
 			cancel() // the other workers stop at their next round trip
 		}
 	}
-	if first != nil {
-		return first
-	}
-	if cfg.BigKeys {
-		return fillBig(ctx, c, cfg)
-	}
-	return nil
+	return first
 }
 
 // fillPart writes every fillWorkers-th key from w on, each to its owner.
-func fillPart(ctx context.Context, nodes []*redis.Client, vals *values, w int, cfg *Config) error {
+func fillPart(ctx context.Context, nodes []*redis.Client, own *owners, vals *values, w int, cfg *Config) error {
 	pipes := make([]redis.Pipeliner, len(nodes))
 	for i, n := range nodes {
 		pipes[i] = n.Pipeline()
@@ -107,7 +113,7 @@ func fillPart(ctx context.Context, nodes []*redis.Client, vals *values, w int, c
 	}
 	for i := w; i < cfg.Keys; i += fillWorkers {
 		key := KeyName(i)
-		p := pipes[ownerOf(slots.ForString(key))]
+		p := pipes[own[slots.ForString(key)]]
 		queue(ctx, p, vals, key, i, cfg)
 		if p.Len() >= fillBatch {
 			if err := flush(p); err != nil {

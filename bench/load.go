@@ -55,6 +55,13 @@ type load struct {
 	errs    atomic.Int64
 	seen    struct{ moved, ask, tryagain atomic.Int64 } // replies seen by the node clients
 
+	// The round trips of the INCRs, per worker, before and after markDuring.
+	moving     atomic.Bool
+	rtt        [][2][]time.Duration
+	duringOps  atomic.Int64
+	duringAt   time.Time
+	finishedAt time.Time
+
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 }
@@ -98,6 +105,7 @@ func (l *load) start(rate int, maxFor time.Duration) {
 	workers := min(max(rate/500, 1), 16)
 	interval := time.Duration(float64(time.Second) * float64(workers) / float64(rate))
 	budget := int64(maxFor.Seconds()*float64(rate))/int64(workers) + 1
+	l.rtt = make([][2][]time.Duration, workers)
 	for w := 0; w < workers; w++ {
 		l.wg.Add(1)
 		go func() {
@@ -115,17 +123,27 @@ func (l *load) start(rate int, maxFor time.Duration) {
 					next = time.Now() // after a long stall, go on at the rate instead of bursting
 				}
 				next = next.Add(interval)
-				l.incr(ctx, c)
+				l.incr(ctx, c, &l.rtt[w])
 				c = (c + workers) % Counters
 			}
 		}()
 	}
 }
 
-func (l *load) incr(ctx context.Context, c int) {
+func (l *load) incr(ctx context.Context, c int, rtt *[2][]time.Duration) {
+	moving := l.moving.Load()
+	t0 := time.Now()
 	err := l.cc.Incr(ctx, CounterName(c)).Err()
+	phase := 0
+	if moving {
+		phase = 1
+	}
+	rtt[phase] = append(rtt[phase], time.Since(t0))
 	if err == nil {
 		l.acked[c].Add(1)
+		if moving {
+			l.duringOps.Add(1)
+		}
 		return
 	}
 	l.unknown[c].Add(1)
@@ -135,12 +153,52 @@ func (l *load) incr(ctx context.Context, c int) {
 	}
 }
 
+// markDuring sends the following round trips to the move's bucket.
+func (l *load) markDuring() {
+	l.duringAt = time.Now()
+	l.moving.Store(true)
+}
+
+// ClientLatency is what the writer saw of its INCRs: round trips while the
+// cluster was idle (before the move) and during the move, and how many
+// it got acknowledged per second during the move.
+type ClientLatency struct {
+	Idle      int     `json:"ops_idle"`
+	IdleP50MS float64 `json:"idle_p50_ms"`
+	IdleP99MS float64 `json:"idle_p99_ms"`
+	IdleMaxMS float64 `json:"idle_max_ms"`
+	During    int     `json:"ops_during"`
+	P50MS     float64 `json:"p50_ms"`
+	P99MS     float64 `json:"p99_ms"`
+	MaxMS     float64 `json:"max_ms"`
+	OpsPerSec float64 `json:"ops_per_sec"`
+}
+
+// latency summarizes the round trips; call it after finish.
+func (l *load) latency() ClientLatency {
+	var idle, during []time.Duration
+	for _, w := range l.rtt {
+		idle, during = append(idle, w[0]...), append(during, w[1]...)
+	}
+	cl := ClientLatency{
+		Idle: len(idle), IdleP50MS: quantileMS(idle, 0.5), IdleP99MS: quantileMS(idle, 0.99), IdleMaxMS: quantileMS(idle, 1),
+		During: len(during), P50MS: quantileMS(during, 0.5), P99MS: quantileMS(during, 0.99), MaxMS: quantileMS(during, 1),
+	}
+	if !l.duringAt.IsZero() {
+		if secs := l.finishedAt.Sub(l.duringAt).Seconds(); secs > 0 {
+			cl.OpsPerSec = float64(l.duringOps.Load()) / secs
+		}
+	}
+	return cl
+}
+
 // finish stops the load and waits for its goroutines.
 func (l *load) finish() {
 	if l.stop != nil {
 		l.stop()
 	}
 	l.wg.Wait()
+	l.finishedAt = time.Now()
 }
 
 // check reads every counter and returns the acknowledged increments that

@@ -32,10 +32,15 @@ func reshard(ctx context.Context, cfg *Config, c *localcluster.Cluster, p plan, 
 		"--cluster-slots", strconv.Itoa(p.NumSlots),
 		"--cluster-yes",
 		"--cluster-pipeline", strconv.Itoa(pipeline)}
-	logPath := filepath.Join(dir, "reshard.log")
+	return runRedisCli(ctx, cfg, filepath.Join(dir, "reshard.log"), args...)
+}
+
+// runRedisCli runs redis-cli with args, its output to logPath, and fails
+// on a non-zero exit or an [ERR] line (it exits 0 after some failures).
+func runRedisCli(ctx context.Context, cfg *Config, logPath string, args ...string) error {
 	out, err := os.Create(logPath)
 	if err != nil {
-		return fmt.Errorf("reshard log: %w", err)
+		return fmt.Errorf("redis-cli log: %w", err)
 	}
 	defer out.Close()
 	cmd := exec.CommandContext(ctx, cfg.RedisCli, args...)
@@ -43,9 +48,8 @@ func reshard(ctx context.Context, cfg *Config, c *localcluster.Cluster, p plan, 
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%s %s: %w (last output: %s)", cfg.RedisCli, strings.Join(args, " "), err, tail(logPath, 400))
 	}
-	// redis-cli exits 0 after some failures it only prints.
 	if t := tail(logPath, 4000); strings.Contains(t, "[ERR]") {
-		return fmt.Errorf("%s reshard reported an error: %s", cfg.RedisCli, t)
+		return fmt.Errorf("%s %s reported an error: %s", cfg.RedisCli, args[1], t)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -24,7 +25,9 @@ type Report struct {
 	LoadRate    int      `json:"load_rate"`
 	Budget      string   `json:"budget"` // slotmover's
 	Runs        int      `json:"runs"`
-	Rows        []*Row   `json:"rows"`
+	// The fleet workload's shape, when it ran.
+	Fleet *FleetShape `json:"fleet,omitempty"`
+	Rows  []*Row      `json:"rows"`
 }
 
 // Row is a method on a workload: the median of its runs.
@@ -56,6 +59,10 @@ type Row struct {
 	PingP99             *float64 `json:"ping_p99_ms"`
 	PingMax             *float64 `json:"ping_max_ms"`
 
+	// Client is what the fleet's writer saw in the median run.
+	Client *ClientLatency `json:"client,omitempty"`
+	Median int            `json:"median_run,omitempty"` // the median run's number
+
 	ServerRedirects Redirects `json:"server_redirects"` // of the median run
 	ClientRedirects Redirects `json:"client_redirects"`
 	LoadOps         int64     `json:"load_ops"`
@@ -65,6 +72,14 @@ type Row struct {
 	Skipped         string    `json:"skipped,omitempty"` // why the method did not run
 
 	Runs []RunResult `json:"runs"`
+}
+
+// FleetShape is the fleet workload's cluster and writer.
+type FleetShape struct {
+	Masters  int `json:"masters"`
+	New      int `json:"new"`
+	Parallel int `json:"parallel"`
+	Writer   int `json:"writer_ops_per_sec"`
 }
 
 func newReport(cfg *Config) *Report {
@@ -78,9 +93,15 @@ func newReport(cfg *Config) *Report {
 	if cfg.BigKeys {
 		r.BigElements, r.BigTypes = cfg.BigElements, cfg.BigTypes
 	}
+	if slices.Contains(cfg.Workloads, WorkloadFleet) {
+		r.Fleet = &FleetShape{Masters: cfg.FleetMasters, New: cfg.FleetNew, Parallel: cfg.Parallel, Writer: cmp.Or(cfg.LoadRate, DefaultFleetLoadRate)}
+		r.BigElements = cfg.BigElements
+	}
 	for _, w := range cfg.Workloads {
 		for _, m := range cfg.Methods {
-			r.Rows = append(r.Rows, &Row{Workload: w, Method: m})
+			if applies(w, m) {
+				r.Rows = append(r.Rows, &Row{Workload: w, Method: m})
+			}
 		}
 	}
 	return r
@@ -151,6 +172,7 @@ func (r *Report) summarize() {
 		row.StallsOver5MS, row.TargetStallsOver5MS = mid.StallsOver5MS, mid.TargetStallsOver5MS
 		row.PingIdleP99, row.PingP99, row.PingMax = mid.PingIdleP99, mid.PingP99, mid.PingMax
 		row.ServerRedirects, row.ClientRedirects, row.LoadOps = mid.ServerRedirects, mid.ClientRedirects, mid.LoadOps
+		row.Client, row.Median = mid.Client, mid.Run
 	}
 	for _, row := range r.Rows {
 		base := r.row(row.Workload, MethodSlotmover)
@@ -192,64 +214,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.SmallSlots != "" {
 		fmt.Fprintf(&b, "small: slots %s of the first master\n", r.SmallSlots)
 	}
-	b.WriteString("wall: start of the move to its end, source cleanup included; switched: the target served the slots from then on\n" +
-		"snapshot: the path slotmover's tasks took; forks: the sources' total_forks during the move; " +
-		"stall: the longest event of a source's main thread during the move (its latency monitor, whole ms: a command, a script, a fork…; a command's name from its slow log); target stall: the same on the target; n ≥5 ms: commands of its slow log that took 5 ms or more; " +
-		"ping: a PING to each source every ~1 ms, p99 in the idle second before the move, p99 and max during it (the worst source)\n" +
-		"redirects M/A/T: MOVED/ASK/TRYAGAIN " +
-		"replies of all nodes during the move (INFO errorstats); load saw: redirects the load's node clients got\n\n")
-
-	tw := tabwriter.NewWriter(&b, 2, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "workload\tmethod\twall\tvs slotmover\tswitched\tkeys moved\tkeys/s\tsnapshot\twrite pause\tforks\tstall\ttarget stall\tping p99 idle\tping p99 move\tping max\tredirects M/A/T\tload saw\tload ops\tlost writes\tcheck\t")
-	msOrDash := func(p *float64) string {
-		if p == nil {
-			return "-"
-		}
-		return fmt.Sprintf("%.2f ms", *p)
+	if err := r.writeMoves(&b); err != nil {
+		return err
 	}
-	for _, row := range r.Rows {
-		wall, ratio, switched, kps, pause, snap, forks := "-", "-", "-", "-", "-", "-", "-"
-		stall, tstall := stallCell(row.StallMS, row.StallEvent, row.StallsOver5MS), stallCell(row.TargetStallMS, row.TargetStallEvent, row.TargetStallsOver5MS)
-		if row.Snapshot != "" {
-			snap = row.Snapshot
-		}
-		if row.Forks != nil {
-			forks = fmt.Sprint(*row.Forks)
-		}
-		if row.SwitchMS != nil {
-			switched = fmt.Sprintf("%.2f s", *row.SwitchMS/1000)
-		}
-		if row.WallMS > 0 {
-			wall = fmt.Sprintf("%.2f s", row.WallMS/1000)
-			kps = fmt.Sprintf("%.0f", row.KeysPerSec)
-		}
-		if row.Ratio != nil {
-			ratio = fmt.Sprintf("%.1f×", *row.Ratio)
-		}
-		if row.PauseMS != nil {
-			pause = fmt.Sprintf("%.1f ms", *row.PauseMS)
-		}
-		check := "ok"
-		switch {
-		case row.Skipped != "":
-			check = "skipped"
-		case len(row.Runs) == 0:
-			check = "not run"
-		case row.Failed == len(row.Runs):
-			check = "FAILED"
-		case row.Failed > 0:
-			check = fmt.Sprintf("%d FAILED", row.Failed)
-		case len(row.Warnings) > 0 || row.LostWrites > 0:
-			check = "WARN"
-		}
-		srv := row.ServerRedirects
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d/%d\t%d\t%d\t%d\t%s\t\n",
-			row.Workload, row.Method, wall, ratio, switched, row.KeysMoved, kps, snap, pause, forks, stall, tstall,
-			msOrDash(row.PingIdleP99), msOrDash(row.PingP99), msOrDash(row.PingMax),
-			srv.Moved, srv.Ask, srv.TryAgain, row.ClientRedirects.Total(), row.LoadOps, row.LostWrites, check)
-	}
-	if err := tw.Flush(); err != nil {
-		return fmt.Errorf("write table: %w", err)
+	if err := r.writeFleet(&b); err != nil {
+		return err
 	}
 
 	// Where slotmover's time went, per task of every run.
@@ -293,6 +262,156 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("write table: %w", err)
+	}
+	return nil
+}
+
+// writeMoves writes the table of the workloads that move slots to one
+// empty master.
+func (r *Report) writeMoves(b *strings.Builder) error {
+	if !slices.ContainsFunc(r.Rows, func(row *Row) bool { return row.Workload != WorkloadFleet }) {
+		return nil
+	}
+	b.WriteString("wall: start of the move to its end, source cleanup included; switched: the target served the slots from then on\n" +
+		"snapshot: the path slotmover's tasks took; forks: the sources' total_forks during the move; " +
+		"stall: the longest event of a source's main thread during the move (its latency monitor, whole ms: a command, a script, a fork…; a command's name from its slow log); target stall: the same on the target; n ≥5 ms: commands of its slow log that took 5 ms or more; " +
+		"ping: a PING to each source every ~1 ms, p99 in the idle second before the move, p99 and max during it (the worst source)\n" +
+		"redirects M/A/T: MOVED/ASK/TRYAGAIN " +
+		"replies of all nodes during the move (INFO errorstats); load saw: redirects the load's node clients got\n\n")
+
+	tw := tabwriter.NewWriter(b, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "workload\tmethod\twall\tvs slotmover\tswitched\tkeys moved\tkeys/s\tsnapshot\twrite pause\tforks\tstall\ttarget stall\tping p99 idle\tping p99 move\tping max\tredirects M/A/T\tload saw\tload ops\tlost writes\tcheck\t")
+	msOrDash := func(p *float64) string {
+		if p == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f ms", *p)
+	}
+	for _, row := range r.Rows {
+		if row.Workload == WorkloadFleet {
+			continue
+		}
+		wall, ratio, switched, kps, pause, snap, forks := "-", "-", "-", "-", "-", "-", "-"
+		stall, tstall := stallCell(row.StallMS, row.StallEvent, row.StallsOver5MS), stallCell(row.TargetStallMS, row.TargetStallEvent, row.TargetStallsOver5MS)
+		if row.Snapshot != "" {
+			snap = row.Snapshot
+		}
+		if row.Forks != nil {
+			forks = fmt.Sprint(*row.Forks)
+		}
+		if row.SwitchMS != nil {
+			switched = fmt.Sprintf("%.2f s", *row.SwitchMS/1000)
+		}
+		if row.WallMS > 0 {
+			wall = fmt.Sprintf("%.2f s", row.WallMS/1000)
+			kps = fmt.Sprintf("%.0f", row.KeysPerSec)
+		}
+		if row.Ratio != nil {
+			ratio = fmt.Sprintf("%.1f×", *row.Ratio)
+		}
+		if row.PauseMS != nil {
+			pause = fmt.Sprintf("%.1f ms", *row.PauseMS)
+		}
+		srv := row.ServerRedirects
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d/%d\t%d\t%d\t%d\t%s\t\n",
+			row.Workload, row.Method, wall, ratio, switched, row.KeysMoved, kps, snap, pause, forks, stall, tstall,
+			msOrDash(row.PingIdleP99), msOrDash(row.PingP99), msOrDash(row.PingMax),
+			srv.Moved, srv.Ask, srv.TryAgain, row.ClientRedirects.Total(), row.LoadOps, row.LostWrites, row.check())
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write table: %w", err)
+	}
+	return nil
+}
+
+// check is the row's verdict for the table.
+func (row *Row) check() string {
+	switch {
+	case row.Skipped != "":
+		return "skipped"
+	case len(row.Runs) == 0:
+		return "not run"
+	case row.Failed == len(row.Runs):
+		return "FAILED"
+	case row.Failed > 0:
+		return fmt.Sprintf("%d FAILED", row.Failed)
+	case len(row.Warnings) > 0 || row.LostWrites > 0:
+		return "WARN"
+	}
+	return "ok"
+}
+
+// writeFleet writes the fleet workload's table: the writer's latencies
+// idle and during, and the longest event of any master, with each
+// master's below.
+func (r *Report) writeFleet(b *strings.Builder) error {
+	if r.Fleet == nil {
+		return nil
+	}
+	f := r.Fleet
+	fmt.Fprintf(b, "\nfleet: %d masters holding every slot and %d empty ones, each with a replica; %d keys spread over them and a sorted set of %d members at each end of every range; "+
+		"slotmover runs plan --add + apply --nats --parallel %d through a sidecar beside every master; a client sends %d INCR/s over all slots from %s before the rebalance to its end\n"+
+		"client: the writer's own round trips, p50/p99/max in ms; event: the longest event of any master's main thread (its latency monitor); redirects: those the writer followed (M/A/T)\n\n",
+		f.Masters, f.New, r.Keys, r.BigElements, f.Parallel, f.Writer, fleetIdle)
+	tw := tabwriter.NewWriter(b, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "method\tbudget\twall\tvs slotmover\tclient idle\tclient during\tops/s during\tlongest event\tforks\tredirects\tthrottled\tlost writes\tcheck\t")
+	var perMaster []string
+	for _, row := range r.Rows {
+		if row.Workload != WorkloadFleet {
+			continue
+		}
+		wall, ratio, idle, during, ops, forks, throttled := "-", "-", "-", "-", "-", "-", "-"
+		if row.WallMS > 0 {
+			wall = fmt.Sprintf("%.1f s", row.WallMS/1000)
+		}
+		if row.Ratio != nil {
+			ratio = fmt.Sprintf("%.2f×", *row.Ratio)
+		}
+		if c := row.Client; c != nil {
+			idle = fmt.Sprintf("%.2f/%.2f/%.1f", c.IdleP50MS, c.IdleP99MS, c.IdleMaxMS)
+			during = fmt.Sprintf("%.2f/%.2f/%.1f", c.P50MS, c.P99MS, c.MaxMS)
+			ops = fmt.Sprintf("%.0f", c.OpsPerSec)
+		}
+		if row.Forks != nil {
+			forks = fmt.Sprint(*row.Forks)
+		}
+		budget := "-"
+		switch row.Method {
+		case MethodSlotmoverOff:
+			budget = "off"
+		case MethodSlotmover, MethodSlotmoverRDB, MethodSlotmoverKeys:
+			budget = r.Budget
+		}
+		var mid *RunResult
+		for i := range row.Runs {
+			if row.Runs[i].Run == row.Median {
+				mid = &row.Runs[i]
+			}
+		}
+		if mid != nil && len(mid.Moves) > 0 {
+			var t int64
+			for _, o := range mid.Moves {
+				t += o.Throttled
+			}
+			throttled = fmt.Sprintf("%.1f s", float64(t)/1000)
+		}
+		if mid != nil && len(mid.Sources) > 0 {
+			var ev []string
+			for _, sp := range mid.Sources {
+				ev = append(ev, fmt.Sprint(sp.StallMS))
+			}
+			perMaster = append(perMaster, fmt.Sprintf("  %s: %s", row.Method, strings.Join(ev, " ")))
+		}
+		c := row.ClientRedirects
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d/%d\t%s\t%d\t%s\t\n",
+			row.Method, budget, wall, ratio, idle, during, ops, stallCell(row.StallMS, row.StallEvent, 0), forks,
+			c.Moved, c.Ask, c.TryAgain, throttled, row.LostWrites, row.check())
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write table: %w", err)
+	}
+	if len(perMaster) > 0 {
+		b.WriteString("\nlongest event of each master, ms (the old masters, then the new):\n" + strings.Join(perMaster, "\n") + "\n")
 	}
 	return nil
 }

@@ -27,7 +27,8 @@ func benchCmd(args []string) int {
 
 For each workload and method, starts a fresh cluster of 4 local redis-server
 masters (3 holding every slot, 1 empty; none ever had a replica, as in a
-cluster built for a cache), fills it identically, times the move
+cluster built for a cache; the fleet workload: --fleet-masters and
+--fleet-new masters, each with a replica), fills it identically, times the move
 (cleanup of the source included) while it counts the sources' forks and
 PINGs them every ~1 ms, and checks the result. Prints one table with the
 median of --runs runs.
@@ -42,13 +43,16 @@ median of --runs runs.
 	fs.BoolVar(&cfg.BigKeys, "big-keys", false, "add big keys (list, set, hash, zset, stream) in the moved slots of every source")
 	fs.IntVar(&cfg.BigElements, "big-elements", bench.DefaultBigElements, "elements per big key with --big-keys")
 	bigTypes := fs.String("big-types", strings.Join(localcluster.BigTypeNames, ","), "comma-separated types of the big keys with --big-keys (the keys path reads no big list or stream)")
-	workloads := fs.String("workloads", strings.Join(bench.Workloads, ","), "comma-separated workloads: small (--slots of the first master to the empty one), single (0-5460 to the empty master), scaleout (4096 slots from 3 masters to the empty one)")
+	workloads := fs.String("workloads", strings.Join(bench.DefaultWorkloads, ","), "comma-separated workloads: small (--slots of the first master to the empty one), single (0-5460 to the empty master), scaleout (4096 slots from 3 masters to the empty one), fleet (--fleet-masters with replicas rebalanced onto --fleet-new more, --keys over them and a sorted set of --big-elements at each end of every master's range, while a client writes)")
 	fs.StringVar(&cfg.SmallSlots, "slots", bench.DefaultSmallSlots, "the small workload's `slots`: a range 0-N of the first master (0-5460), what reshard takes for --cluster-slots N+1")
-	methods := fs.String("methods", strings.Join(bench.Methods, ","), "comma-separated methods: reshard10, reshard1000 (redis-cli --cluster reshard with that --cluster-pipeline), slotmover (snapshot path auto), slotmover-rdb, slotmover-keys (that snapshot path), asm (Redis's atomic slot migration on a cluster of the --asm-build; skipped if there is none)")
+	methods := fs.String("methods", strings.Join(bench.Methods, ","), "comma-separated methods, each run on the workloads it fits: reshard10, reshard1000 (redis-cli --cluster reshard with that --cluster-pipeline; not the fleet), rebalance (redis-cli --cluster rebalance --cluster-use-empty-masters; the fleet only), slotmover (snapshot path auto, --budget), slotmover-off (auto, no budget), slotmover-rdb, slotmover-keys (that snapshot path), asm (Redis's atomic slot migration on a cluster of the --asm-build; skipped if there is none)")
 	fs.StringVar(&cfg.ASMBuild, "asm-build", bench.DefaultASMBuild(), "`folder` of a Redis build with atomic slot migration (its redis-server) for the asm method ($"+bench.ASMBuildEnv+", else ../shared/redis-builds/redis-unstable-asm beside the repository)")
 	fs.BoolVar(&cfg.NoLatency, "no-ping", false, "do not PING the sources every ~1 ms during the move (the latency columns stay empty)")
 	fs.IntVar(&cfg.Runs, "runs", 1, "runs of each method and workload; the median is reported")
-	fs.IntVar(&cfg.LoadRate, "load-rate", 0, "INCRs per second a client sends over all slots during each move (0 for none)")
+	fs.IntVar(&cfg.LoadRate, "load-rate", 0, "INCRs per second a client sends over all slots during each move (0 for none; the fleet's writer then sends 2000)")
+	fs.IntVar(&cfg.FleetMasters, "fleet-masters", bench.DefaultFleetMasters, "the fleet's masters holding every slot at the start")
+	fs.IntVar(&cfg.FleetNew, "fleet-new", bench.DefaultFleetNew, "the fleet's empty masters that join")
+	fs.IntVar(&cfg.Parallel, "parallel", bench.DefaultParallel, "the fleet's moves at once (apply --parallel)")
 	fs.Func("budget", "slotmover's impact budget: `default`, off, or max-event=DURATION,max-rise=RATIO (see slotmover move -h)", func(v string) (err error) {
 		cfg.Budget, err = throttle.ParseBudget(v)
 		return err
@@ -77,6 +81,7 @@ median of --runs runs.
 	if *quiet {
 		level = slog.LevelWarn
 	}
+	cfg.Sidecars = benchSidecars
 	cfg.Logger = commandLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 
 	if *cpuProfile != "" {
@@ -114,6 +119,12 @@ median of --runs runs.
 		return exitFailed
 	}
 	return exitMoved
+}
+
+// benchSidecars runs the fleet's sidecars as `slotmover serve` processes.
+func benchSidecars(_ context.Context, natsURL string, nodes []string, dir string) (func(), error) {
+	sp, err := startSidecarProcs(natsURL, nodes, dir)
+	return sp.stop, err
 }
 
 func splitList(s string) []string {

@@ -6,12 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -20,7 +18,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/cluster"
-	"github.com/slotmover/slotmover/internal/config"
 	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/natsapi"
@@ -96,22 +93,15 @@ func demoCmd(args []string) int {
 
 // demo is what the demo started: stop ends it all.
 type demo struct {
-	dir      string
-	cluster  *localcluster.Cluster
-	nats     *server.Server
-	sidecars []demoSidecar
-	stopSide context.CancelFunc
-	wg       sync.WaitGroup // the sidecars' goroutines
-}
-
-type demoSidecar struct {
-	node, id, alias, admin, metrics, log string
+	dir     string
+	cluster *localcluster.Cluster
+	nats    *server.Server
+	side    *sidecars
 }
 
 func (d *demo) stop() {
-	if d.stopSide != nil {
-		d.stopSide()
-		d.wg.Wait()
+	if d.side != nil {
+		d.side.stop()
 	}
 	if d.nats != nil {
 		d.nats.Shutdown()
@@ -235,53 +225,14 @@ func runDemo(ctx context.Context, out io.Writer, keys, bigElements, parallel int
 	return sum, d, nil
 }
 
-// startSidecars runs a sidecar beside each master, in this process, as
-// `slotmover serve` would, and waits until each serves.
-func (d *demo) startSidecars() error {
-	sctx, cancel := context.WithCancel(context.Background())
-	d.stopSide = cancel
-	type started struct {
-		i              int
-		admin, metrics string
-		err            error
+// startSidecars runs a sidecar beside each master.
+func (d *demo) startSidecars() (err error) {
+	var nodes []string
+	for _, n := range d.cluster.Nodes {
+		nodes = append(nodes, n.Addr)
 	}
-	ready := make(chan started, len(d.cluster.Nodes))
-	for i, n := range d.cluster.Nodes {
-		cfg := config.Defaults()
-		cfg.Node.Address = n.Addr
-		cfg.Admin.Listen, cfg.Metrics.Listen = "127.0.0.1:0", "127.0.0.1:0"
-		cfg.NATS.Servers = []string{d.nats.ClientURL()}
-		cfg.NATS.Alias = fmt.Sprintf("master-%d", i+1)
-		logPath := filepath.Join(d.dir, fmt.Sprintf("sidecar-%d.log", i+1))
-		f, err := os.Create(logPath)
-		if err != nil {
-			return err
-		}
-		d.sidecars = append(d.sidecars, demoSidecar{node: n.Addr, id: d.cluster.IDs[i], alias: cfg.NATS.Alias, log: logPath})
-		log := slog.New(slog.NewTextHandler(f, nil))
-		d.wg.Add(1)
-		go func() {
-			defer d.wg.Done()
-			defer f.Close()
-			err := serve(sctx, cfg, log, func(admin, metrics string) { ready <- started{i: i, admin: admin, metrics: metrics} })
-			if err != nil {
-				ready <- started{i: i, err: err}
-			}
-		}()
-	}
-	deadline := time.After(30 * time.Second)
-	for range d.cluster.Nodes {
-		select {
-		case s := <-ready:
-			if s.err != nil {
-				return fmt.Errorf("sidecar of %s: %w", d.sidecars[s.i].node, s.err)
-			}
-			d.sidecars[s.i].admin, d.sidecars[s.i].metrics = s.admin, s.metrics
-		case <-deadline:
-			return errors.New("the sidecars did not start within 30 s")
-		}
-	}
-	return nil
+	d.side, err = startSidecars(d.nats.ClientURL(), nodes, d.dir)
+	return err
 }
 
 func (d *demo) printHowToConnect(w io.Writer) {
@@ -290,8 +241,8 @@ func (d *demo) printHowToConnect(w io.Writer) {
 	fmt.Fprintf(w, "  the cluster:   redis-cli -c -p %d\n", c.Nodes[0].Port)
 	fmt.Fprintf(w, "  NATS:          %s (subjects slotmover.<node>.import|status|cancel|ping, events on slotmover.events.<node ID>.<task>)\n", d.nats.ClientURL())
 	fmt.Fprintln(w, "  sidecars:")
-	for _, s := range d.sidecars {
-		fmt.Fprintf(w, "    %s  %s (%s)\n", s.alias, s.node, s.id)
+	for i, s := range d.side.list {
+		fmt.Fprintf(w, "    %s  %s (%s)\n", s.alias, s.node, c.IDs[i])
 		fmt.Fprintf(w, "      admin port:  redis-cli -p %s CLUSTER MIGRATION STATUS ALL\n", portOf(s.admin))
 		fmt.Fprintf(w, "      over NATS:   slotmover status --nats %s --node %s\n", d.nats.ClientURL(), s.alias)
 		fmt.Fprintf(w, "      metrics:     http://%s/metrics\n", s.metrics)

@@ -1,0 +1,467 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/mover"
+	"github.com/slotmover/slotmover/natsapi"
+	"github.com/slotmover/slotmover/planner"
+	"github.com/slotmover/slotmover/rollout"
+	"github.com/slotmover/slotmover/slots"
+	"github.com/slotmover/slotmover/throttle"
+)
+
+// fleetIdle is how long the writer runs before the rebalance starts: its
+// idle latencies.
+const fleetIdle = 3 * time.Second
+
+// fleet is one fleet run's cluster: the masters (old ones first, then the
+// new ones), their replicas, and the layout it started from.
+type fleet struct {
+	c        *localcluster.Cluster
+	replicas []*localcluster.Server
+	layout   []string
+	old      int // masters holding slots at the start
+	big      []string
+}
+
+func (f *fleet) stop() {
+	for _, r := range f.replicas {
+		r.Stop()
+	}
+	f.c.Stop()
+}
+
+// fleetLayout splits every slot evenly over masters, then adds empty ones.
+func fleetLayout(masters, added int) []string {
+	var out []string
+	for i := range masters {
+		lo, hi := i*slots.Count/masters, (i+1)*slots.Count/masters-1
+		out = append(out, fmt.Sprintf("%d-%d", lo, hi))
+	}
+	for range added {
+		out = append(out, "")
+	}
+	return out
+}
+
+// startFleet starts the masters and a replica of each, fills the old
+// masters (cfg.Keys spread over them and a sorted set of cfg.BigElements
+// members at each end of every range), and returns the cluster.
+func startFleet(ctx context.Context, cfg *Config, dir, bin string) (*fleet, error) {
+	f := &fleet{layout: fleetLayout(cfg.FleetMasters, cfg.FleetNew), old: cfg.FleetMasters}
+	opts := localcluster.Options{Config: []string{"cluster-node-timeout 15000"}, Bin: bin}
+	c, err := localcluster.StartCluster(ctx, dir, f.layout, opts)
+	if err != nil {
+		return nil, fmt.Errorf("start cluster: %w", err)
+	}
+	f.c = c
+	// Replicas before the data, as a cluster in service has them: the
+	// fill reaches them through replication, and every master keeps a
+	// backlog as it would.
+	ropts := opts
+	ropts.Cluster = true
+	for i := range c.Nodes {
+		r, err := localcluster.StartServer(ctx, dir, ropts)
+		if err == nil {
+			f.replicas = append(f.replicas, r)
+			err = c.Replicate(ctx, r, i)
+		}
+		if err != nil {
+			f.stop()
+			return nil, fmt.Errorf("replica of %s: %w", c.Nodes[i].Addr, err)
+		}
+	}
+	if err := fill(ctx, c, f.layout, cfg); err != nil {
+		f.stop()
+		return nil, err
+	}
+	if f.big, err = fillEnds(ctx, c, f.layout[:f.old], cfg.BigElements); err != nil {
+		f.stop()
+		return nil, err
+	}
+	return f, nil
+}
+
+// fillEnds writes a sorted set of n members in the first and in the last
+// slots of every range, straight to its master; it returns their names.
+func fillEnds(ctx context.Context, c *localcluster.Cluster, ranges []string, n int) ([]string, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	var names []string
+	for i, spec := range ranges {
+		set, err := slots.Parse(spec)
+		if err != nil {
+			return nil, err
+		}
+		all := set.Slots()
+		first, last := all[0], all[len(all)-1]
+		for j, key := range []string{tagIn(first, first+8, i) + "zset-low", tagIn(last-7, last+1, i) + "zset-high"} {
+			if err := fillZSet(ctx, c.Nodes[i], key, n, i*2+j); err != nil {
+				return nil, err
+			}
+			names = append(names, key)
+		}
+	}
+	return names, nil
+}
+
+func fillZSet(ctx context.Context, s *localcluster.Server, key string, n, seed int) error {
+	cl := s.Client()
+	defer cl.Close()
+	const batch = 1000
+	for lo := 0; lo < n; lo += batch {
+		zs := make([]redis.Z, 0, batch)
+		for m := lo; m < min(lo+batch, n); m++ {
+			zs = append(zs, redis.Z{Score: float64((m*7919 + seed) % 100_000), Member: fmt.Sprintf("member:%08d:%d", m, seed)})
+		}
+		if err := cl.ZAdd(ctx, key, zs...).Err(); err != nil {
+			return fmt.Errorf("fill %s on %s: %w", key, s.Addr, err)
+		}
+	}
+	return nil
+}
+
+// runFleet builds a fleet, rebalances it onto its new masters with method
+// while the writer runs, and checks the outcome.
+func runFleet(ctx context.Context, cfg *Config, method string, run int, asmBin string) (r RunResult) {
+	r = RunResult{Workload: WorkloadFleet, Method: method, Run: run, Moved: map[string]string{}}
+	dir, err := os.MkdirTemp(cfg.Dir, fmt.Sprintf("bench-fleet-%s-%d-", method, run))
+	if err != nil {
+		r.Error = fmt.Sprintf("run dir: %v", err)
+		return r
+	}
+	defer func() {
+		if cfg.KeepDirs || !r.ok() {
+			r.Dir = dir
+			return
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			cfg.Logger.Warn("bench: remove run dir", "dir", dir, "error", err)
+		}
+	}()
+	bin := ""
+	if method == MethodASM {
+		bin = asmBin
+	}
+	t0 := time.Now()
+	f, err := startFleet(ctx, cfg, dir, bin)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	defer f.stop()
+	c := f.c
+	ld := newLoad(c)
+	defer ld.close()
+	if err := ld.prime(ctx); err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	total, err := masterKeys(ctx, c)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	r.FillMS = ms(time.Since(t0))
+	all := slots.NewSet(slots.Range{Start: 0, End: slots.Count - 1})
+	sample, err := captureSample(ctx, c, all, cfg.Keys, f.big)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	cfg.Logger.Info("bench: fleet filled", "ms", r.FillMS, "keys", total, "dir", dir)
+
+	before, err := serverRedirects(ctx, c)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	// Every master is a source or a target: the forks and the longest
+	// events of each; the writer's round trips stand for the PINGs.
+	pr, err := startProbe(ctx, c.Nodes, nil, false, cfg.MoveTimeout)
+	if err != nil {
+		r.Error = fmt.Sprintf("probe the masters: %v", err)
+		return r
+	}
+	ld.start(cmp.Or(cfg.LoadRate, DefaultFleetLoadRate), fleetIdle+cfg.MoveTimeout)
+	select {
+	case <-ctx.Done():
+	case <-time.After(fleetIdle):
+	}
+	if err := pr.resetStalls(ctx); err != nil {
+		pr.finish(ctx)
+		ld.finish()
+		r.Error = fmt.Sprintf("probe the masters: %v", err)
+		return r
+	}
+	mctx, cancel := context.WithTimeout(ctx, cfg.MoveTimeout)
+	ld.markDuring()
+	start := time.Now()
+	switch method {
+	case MethodRebalance:
+		err = rebalance(mctx, cfg, c, dir)
+	case MethodASM:
+		var res asmResult
+		if res, err = fleetWithASM(mctx, c, f, dir); err == nil {
+			r.PauseMS, r.SwitchMS = &res.PauseMS, &res.SwitchMS
+		}
+		r.Notes = append(r.Notes, res.Notes...)
+	default:
+		r.Moves, err = fleetWithSlotmover(mctx, cfg, f, method, dir)
+		for _, o := range r.Moves {
+			if r.PauseMS == nil || o.Pause > *r.PauseMS {
+				r.PauseMS = &o.Pause
+			}
+		}
+	}
+	r.WallMS = ms(time.Since(start))
+	cancel()
+	ld.finish()
+	cl := ld.latency()
+	r.Client = &cl
+	r.ClientRedirects, r.LoadErrors = ld.redirects(), ld.errs.Load()
+	probes, _, perr := pr.finish(ctx)
+	r.Sources = probes
+	if perr != nil {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("the masters after the move: %v", perr))
+	} else {
+		var forks, stall int64
+		for _, sp := range probes {
+			forks += sp.Forks
+			if sp.StallMS >= stall {
+				stall, r.StallEvent = sp.StallMS, sp.StallEvent+" on "+sp.Addr
+			}
+			r.StallsOver5MS += sp.Over5MS
+		}
+		r.Forks, r.StallMS = &forks, &stall
+	}
+	if after, err := serverRedirects(ctx, c); err == nil {
+		r.ServerRedirects = after.sub(before)
+	}
+	if err != nil {
+		r.Error = err.Error()
+		if ops, lost, extra, cerr := ld.check(ctx); cerr == nil {
+			r.LoadOps, r.LostWrites, r.ExtraWrites = ops, lost, extra
+		}
+		return r
+	}
+	verifyFleet(ctx, f, total, ld, sample, &r)
+	return r
+}
+
+// masterKeys sums DBSIZE over the masters.
+func masterKeys(ctx context.Context, c *localcluster.Cluster) (int64, error) {
+	var total int64
+	for _, n := range c.Nodes {
+		cl := n.Client()
+		k, err := cl.DBSize(ctx).Result()
+		cl.Close()
+		if err != nil {
+			return 0, fmt.Errorf("DBSIZE on %s: %w", n.Addr, err)
+		}
+		total += k
+	}
+	return total, nil
+}
+
+// verifyFleet checks a rebalanced fleet: every node agrees on the owners
+// and redis-cli's check passes, every new master serves slots, no key is
+// lost or left behind, the sample is as it was, and the writer lost
+// nothing. The balance (heaviest master's keys over the mean) is noted.
+func verifyFleet(ctx context.Context, f *fleet, total int64, ld *load, sample *localcluster.KeyStates, r *RunResult) {
+	warn := func(format string, args ...any) { r.Warnings = append(r.Warnings, fmt.Sprintf(format, args...)) }
+	c := f.c
+	if err := c.WaitHealthy(ctx, 30*time.Second); err != nil {
+		warn("the nodes do not agree: %v", err)
+	}
+	if err := localcluster.CheckWithRedisCli(ctx, c.Nodes[0].Addr); err != nil {
+		warn("redis-cli --cluster check: %s", firstLines(err.Error(), 3))
+	}
+	cl := c.Nodes[0].Client()
+	top, err := cluster.Load(ctx, cl)
+	cl.Close()
+	if err != nil {
+		warn("read the slots: %v", err)
+	} else {
+		for i, n := range c.Nodes[f.old:] {
+			if m := top.ByID(c.IDs[f.old+i]); m == nil || m.Slots.Len() == 0 {
+				warn("the new master %s serves no slot", n.Addr)
+			} else {
+				r.Moved[n.Addr] = m.Slots.String()
+			}
+		}
+	}
+	var heaviest, now int64
+	for _, n := range c.Nodes {
+		cl := n.Client()
+		k, err := cl.DBSize(ctx).Result()
+		cl.Close()
+		if err != nil {
+			warn("DBSIZE on %s: %v", n.Addr, err)
+			continue
+		}
+		now += k
+		heaviest = max(heaviest, k)
+		if i := slices.Index(c.Nodes, n); i >= f.old {
+			r.TargetKeys += k
+		}
+	}
+	if now != total {
+		warn("the masters hold %d keys, %d before", now, total)
+	}
+	r.KeysMoved = r.TargetKeys // the new masters started empty
+	if now > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("balance: heaviest master %.3f × the mean keys", float64(heaviest)*float64(len(c.Nodes))/float64(now)))
+	}
+	if orphans, err := c.Orphans(ctx); err != nil {
+		warn("orphans: %v", err)
+	} else if len(orphans) > 0 {
+		r.SourceLeft = int64(len(orphans))
+		warn("keys left in slots their node does not serve: %s", strings.Join(orphans[:min(3, len(orphans))], "; "))
+	}
+	cc := c.Client()
+	if err := sample.Compare(ctx, cc); err != nil {
+		warn("the keys' contents: %s", firstLines(err.Error(), 3))
+	}
+	cc.Close()
+	ops, lost, extra, err := ld.check(ctx)
+	if err != nil {
+		warn("load check: %v", err)
+	}
+	r.LoadOps, r.LostWrites, r.ExtraWrites = ops, lost, extra
+	if lost > 0 || extra > 0 {
+		warn("load: %d acknowledged writes lost, %d extra", lost, extra)
+	}
+}
+
+// rebalance runs redis-cli --cluster rebalance --cluster-use-empty-masters
+// and waits for it; its output goes to rebalance.log in dir.
+func rebalance(ctx context.Context, cfg *Config, c *localcluster.Cluster, dir string) error {
+	return runRedisCli(ctx, cfg, filepath.Join(dir, "rebalance.log"),
+		"--cluster", "rebalance", c.Nodes[0].Addr, "--cluster-use-empty-masters")
+}
+
+// fleetPlan is what `slotmover plan --add <the new masters>` computes.
+func fleetPlan(ctx context.Context, f *fleet) (*planner.Plan, error) {
+	seed := cluster.Conn{Addr: f.c.Nodes[0].Addr}
+	view, err := planner.Gather(ctx, seed, planner.GatherOptions{By: planner.ByKeys})
+	if err != nil {
+		return nil, fmt.Errorf("plan: read the cluster: %w", err)
+	}
+	var added []string
+	for _, n := range f.c.Nodes[f.old:] {
+		added = append(added, n.Addr)
+	}
+	p, err := planner.Make(view, planner.Request{Mode: planner.Add, Nodes: added, By: planner.ByKeys})
+	if err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
+	if err := planner.FindBigKeys(ctx, seed, view, p, planner.BigKeyOptions{}); err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
+	return p, nil
+}
+
+// fleetWithSlotmover does what `slotmover plan --add` and `slotmover apply
+// --nats --parallel` do, with a sidecar beside every master on an embedded
+// NATS server: slotmover-off applies with --budget off, the other methods
+// with the configured budget and their snapshot path.
+func fleetWithSlotmover(ctx context.Context, cfg *Config, f *fleet, method, dir string) ([]rollout.Outcome, error) {
+	if cfg.Sidecars == nil {
+		return nil, errors.New("no sidecars to run the moves (Config.Sidecars)")
+	}
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: filepath.Join(dir, "nats"), NoLog: true, NoSigs: true})
+	if err != nil {
+		return nil, fmt.Errorf("NATS server: %w", err)
+	}
+	ns.Start()
+	defer func() {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	}()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		return nil, errors.New("the NATS server did not start")
+	}
+	var nodes []string
+	for _, n := range f.c.Nodes {
+		nodes = append(nodes, n.Addr)
+	}
+	stop, err := cfg.Sidecars(ctx, ns.ClientURL(), nodes, dir)
+	if err != nil {
+		return nil, fmt.Errorf("sidecars: %w", err)
+	}
+	defer stop()
+	nc, err := nats.Connect(ns.ClientURL(), nats.Name("slotmover bench"))
+	if err != nil {
+		return nil, fmt.Errorf("NATS: %w", err)
+	}
+	defer nc.Close()
+
+	p, err := fleetPlan(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	budget := cfg.Budget
+	if method == MethodSlotmoverOff {
+		budget = throttle.Budget{Off: true}
+	}
+	runner := &rollout.Runner{Plan: p, Parallel: cfg.Parallel, Budgeted: !budget.Off,
+		Mover: rollout.Sidecars{Bus: &natsapi.Client{NC: nc}, Snapshot: snapshotOf[method], Budget: &budget}}
+	out := runner.Run(ctx)
+	var failed []string
+	for _, o := range out {
+		if o.Result != mover.ResultMoved {
+			failed = append(failed, fmt.Sprintf("move %d (%s → %s, slots %s): %s %s", o.N, o.Move.Source, o.Move.Target, o.Move.Slots, o.Result, o.Err))
+		}
+	}
+	if len(failed) > 0 {
+		return out, fmt.Errorf("%d of %d moves did not move: %s", len(failed), len(out), strings.Join(failed, "; "))
+	}
+	return out, nil
+}
+
+// fleetWithASM imports the plan's moves with the built-in migration: one
+// CLUSTER MIGRATION IMPORT per move, a target's one after the other, the
+// targets side by side, as far as the server lets tasks run at once.
+func fleetWithASM(ctx context.Context, c *localcluster.Cluster, f *fleet, dir string) (asmResult, error) {
+	p, err := fleetPlan(ctx, f)
+	if err != nil {
+		return asmResult{}, err
+	}
+	byAddr := map[string]*localcluster.Server{}
+	for _, n := range c.Nodes {
+		byAddr[n.Addr] = n
+	}
+	var groups [][]asmImport
+	index := map[string]int{}
+	for _, m := range p.Moves {
+		set, err := slots.Parse(m.Slots)
+		if err != nil {
+			return asmResult{}, err
+		}
+		i, ok := index[m.Target]
+		if !ok {
+			i = len(groups)
+			index[m.Target] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], asmImport{Target: byAddr[m.Target], Source: byAddr[m.Source], Slots: set})
+	}
+	return importWithASM(ctx, groups, dir)
+}
