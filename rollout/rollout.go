@@ -5,7 +5,9 @@
 package rollout
 
 import (
+	"cmp"
 	"context"
+	"sync"
 	"time"
 
 	"github.com/slotmover/slotmover/mover"
@@ -62,9 +64,14 @@ type Runner struct {
 	Parallel int
 	// Budgeted keeps two moves from loading one target at once (see
 	// Conflict): each move paces itself to its target's budget, and a
-	// second one would load it before the first's probes see it.
+	// second one would load it before the first's probes see it. It also
+	// starts a move beside running ones only while they have room (see
+	// hasRoom): on servers that share machines, one move's load shows in
+	// the others' probes.
 	Budgeted bool
-	Mover    Mover
+	// RoomWindow is hasRoom's window; 0 for DefaultRoomWindow.
+	RoomWindow time.Duration
+	Mover      Mover
 	// Check, if set, tells whether a move still matches the cluster; a
 	// move it fails is refused as stale. Over NATS the sidecar checks.
 	Check func(context.Context, planner.Move) error
@@ -78,6 +85,29 @@ type Runner struct {
 // they share a target.
 func Conflict(o, m planner.Move, budgeted bool) bool {
 	return o.SourceID == m.SourceID || o.TargetID == m.SourceID || o.SourceID == m.TargetID || budgeted && o.TargetID == m.TargetID
+}
+
+// DefaultRoomWindow is how long running moves must have run, none held by
+// its budget, before another starts beside them under a budget: long
+// enough for a move's load to show in the others' probes and in their
+// status, which apply reads every 250 ms over NATS.
+const DefaultRoomWindow = 2 * time.Second
+
+// running is what the runner knows of a running move: when it started
+// and when its budget last held it.
+type running struct {
+	started, held time.Time
+}
+
+// hasRoom reports whether another move may start beside moves under a
+// budget: each has run for window, and none was held in the last window.
+func hasRoom(now time.Time, window time.Duration, moves []running) bool {
+	for _, m := range moves {
+		if now.Sub(m.started) < window || !m.held.IsZero() && now.Sub(m.held) < window {
+			return false
+		}
+	}
+	return true
 }
 
 // DryRun checks every move (Check) and changes nothing.
@@ -103,46 +133,86 @@ func (r *Runner) Run(ctx context.Context) []Outcome {
 	for i := range moves {
 		pending[i] = i
 	}
-	running := map[int]bool{}
+	window := cmp.Or(r.RoomWindow, DefaultRoomWindow)
+	var mu sync.Mutex // states, written by the moves' progress
+	states := map[int]*running{}
 	conflicts := func(m planner.Move) bool {
-		for j := range running {
+		for j := range states {
 			if Conflict(moves[j], m, r.Budgeted) {
 				return true
 			}
 		}
 		return false
 	}
+	room := func() bool {
+		if !r.Budgeted {
+			return true
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		var now []running
+		for _, s := range states {
+			now = append(now, *s)
+		}
+		return hasRoom(time.Now(), window, now)
+	}
 	done := make(chan int)
-	for len(pending) > 0 || len(running) > 0 {
+	for len(pending) > 0 || len(states) > 0 {
 		if ctx.Err() != nil {
 			for _, i := range pending {
 				results[i] = Outcome{N: i + 1, Move: moves[i], Result: ResultSkipped, Err: "cancelled before it started"}
 			}
 			pending = nil
 		}
-		for k := 0; k < len(pending) && len(running) < r.Parallel; {
+		waiting := false // for room
+		for k := 0; k < len(pending) && len(states) < r.Parallel; {
 			i := pending[k]
 			if conflicts(moves[i]) {
 				k++
 				continue
 			}
+			if !room() {
+				waiting = true
+				break
+			}
 			pending = append(pending[:k], pending[k+1:]...)
-			running[i] = true
+			st := &running{started: time.Now()}
+			mu.Lock()
+			states[i] = st
+			mu.Unlock()
 			go func() {
-				results[i] = r.one(ctx, i)
+				var last time.Duration
+				results[i] = r.one(ctx, i, func(p mover.Progress) {
+					if p.Throttled > last {
+						last = p.Throttled
+						mu.Lock()
+						st.held = time.Now()
+						mu.Unlock()
+					}
+				})
 				done <- i
 			}()
 		}
-		if len(running) == 0 {
+		if len(states) == 0 {
 			break
 		}
-		delete(running, <-done)
+		var recheck <-chan time.Time
+		if waiting {
+			recheck = time.After(window / 8)
+		}
+		select {
+		case i := <-done:
+			mu.Lock()
+			delete(states, i)
+			mu.Unlock()
+		case <-recheck:
+		}
 	}
 	return results
 }
 
 // one checks and runs move i.
-func (r *Runner) one(ctx context.Context, i int) Outcome {
+func (r *Runner) one(ctx context.Context, i int, held func(mover.Progress)) Outcome {
 	o := Outcome{N: i + 1, Move: r.Plan.Moves[i]}
 	if ctx.Err() != nil {
 		o.Result, o.Err = ResultSkipped, "cancelled before it started"
@@ -153,6 +223,7 @@ func (r *Runner) one(ctx context.Context, i int) Outcome {
 		w = r.Watch(o)
 	}
 	progress := func(p mover.Progress) {
+		held(p)
 		if w != nil {
 			w.Progress(p)
 		}

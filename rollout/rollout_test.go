@@ -79,7 +79,7 @@ func TestRunner(t *testing.T) {
 	}
 	f := &fakeMover{running: map[int]planner.Move{}}
 	var progress, ends atomic.Int64
-	r := &Runner{Plan: &planner.Plan{Moves: moves}, Parallel: 3, Budgeted: true, Mover: f,
+	r := &Runner{Plan: &planner.Plan{Moves: moves}, Parallel: 3, Budgeted: true, RoomWindow: time.Millisecond, Mover: f,
 		Check: func(_ context.Context, m planner.Move) error {
 			if m.Slots == "5" {
 				return errors.New("stale on purpose")
@@ -108,6 +108,67 @@ func TestRunner(t *testing.T) {
 	for _, o := range r.Run(ctx) {
 		if o.Result != ResultSkipped {
 			t.Fatalf("cancelled before the start: %+v, want skipped", o)
+		}
+	}
+}
+
+// Under a budget, a move starts beside others only once each has run for
+// the window and none was held in it.
+func TestHasRoom(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	const w = 2 * time.Second
+	for _, tc := range []struct {
+		name  string
+		moves []running
+		want  bool
+	}{
+		{"none running", nil, true},
+		{"one just started", []running{{started: t0.Add(-time.Second)}}, false},
+		{"one running for the window, never held", []running{{started: t0.Add(-w)}}, true},
+		{"one held a second ago", []running{{started: t0.Add(-time.Minute), held: t0.Add(-time.Second)}}, false},
+		{"one held a window ago", []running{{started: t0.Add(-time.Minute), held: t0.Add(-w)}}, true},
+		{"two, one of them new", []running{{started: t0.Add(-time.Minute)}, {started: t0.Add(-time.Millisecond)}}, false},
+	} {
+		if got := hasRoom(t0, w, tc.moves); got != tc.want {
+			t.Errorf("%s: room %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// heldMover holds its first move for a while, as a budget over its
+// limit does, and reports it; then each move runs 150 ms.
+type heldMover struct{ holdFor time.Duration }
+
+func (h heldMover) Move(ctx context.Context, o *Outcome, progress func(mover.Progress)) mover.Phase {
+	if o.N == 1 {
+		start := time.Now()
+		for time.Since(start) < h.holdFor {
+			time.Sleep(5 * time.Millisecond)
+			progress(mover.Progress{Phase: mover.PhaseSnapshot, Throttled: time.Since(start)})
+		}
+	}
+	time.Sleep(150 * time.Millisecond)
+	o.Result = mover.ResultMoved
+	return mover.PhaseDone
+}
+
+// A move held by its budget keeps the next from starting beside it until
+// it has gone a window unheld; with the budget off all start at once.
+func TestRunnerStartsMovesWhileThereIsRoom(t *testing.T) {
+	moves := []planner.Move{{SourceID: "a", TargetID: "x"}, {SourceID: "b", TargetID: "y"}, {SourceID: "c", TargetID: "z"}}
+	const window, hold = 50 * time.Millisecond, 200 * time.Millisecond
+	for _, budgeted := range []bool{true, false} {
+		r := &Runner{Plan: &planner.Plan{Moves: moves}, Parallel: 3, Budgeted: budgeted, RoomWindow: window, Mover: heldMover{holdFor: hold}}
+		out := r.Run(context.Background())
+		first := out[0].Start
+		for _, o := range out[1:] {
+			after := o.Start.Sub(first)
+			if budgeted && after < hold+window || !budgeted && after >= hold {
+				t.Errorf("budgeted %v: move %d started %s after the first, which was held for %s (window %s)", budgeted, o.N, after, hold, window)
+			}
+		}
+		if budgeted && out[2].Start.Sub(out[1].Start) < window {
+			t.Errorf("moves 2 and 3 started %s apart, within the window %s", out[2].Start.Sub(out[1].Start), window)
 		}
 	}
 }
