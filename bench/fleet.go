@@ -173,7 +173,7 @@ func runFleet(ctx context.Context, cfg *Config, method string, run int, asmBin s
 		r.Error = err.Error()
 		return r
 	}
-	total, err := masterKeys(ctx, c)
+	total, _, err := masterKeys(ctx, c)
 	if err != nil {
 		r.Error = err.Error()
 		return r
@@ -265,19 +265,18 @@ func runFleet(ctx context.Context, cfg *Config, method string, run int, asmBin s
 	return r
 }
 
-// masterKeys sums DBSIZE over the masters.
-func masterKeys(ctx context.Context, c *localcluster.Cluster) (int64, error) {
-	var total int64
+// masterKeys reads DBSIZE of every master; total is their sum.
+func masterKeys(ctx context.Context, c *localcluster.Cluster) (total int64, each []int64, err error) {
 	for _, n := range c.Nodes {
 		cl := n.Client()
 		k, err := cl.DBSize(ctx).Result()
 		cl.Close()
 		if err != nil {
-			return 0, fmt.Errorf("DBSIZE on %s: %w", n.Addr, err)
+			return 0, nil, fmt.Errorf("DBSIZE on %s: %w", n.Addr, err)
 		}
-		total += k
+		total, each = total+k, append(each, k)
 	}
-	return total, nil
+	return total, each, nil
 }
 
 // verifyFleet checks a rebalanced fleet: every node agrees on the owners
@@ -307,27 +306,19 @@ func verifyFleet(ctx context.Context, f *fleet, total int64, ld *load, sample *l
 			}
 		}
 	}
-	var heaviest, now int64
-	for _, n := range c.Nodes {
-		cl := n.Client()
-		k, err := cl.DBSize(ctx).Result()
-		cl.Close()
-		if err != nil {
-			warn("DBSIZE on %s: %v", n.Addr, err)
-			continue
+	if now, each, err := masterKeys(ctx, c); err != nil {
+		warn("%v", err)
+	} else {
+		if now != total {
+			warn("the masters hold %d keys, %d before", now, total)
 		}
-		now += k
-		heaviest = max(heaviest, k)
-		if i := slices.Index(c.Nodes, n); i >= f.old {
-			r.TargetKeys += k
+		for _, k := range each[f.old:] {
+			r.TargetKeys += k // the new masters started empty
 		}
-	}
-	if now != total {
-		warn("the masters hold %d keys, %d before", now, total)
-	}
-	r.KeysMoved = r.TargetKeys // the new masters started empty
-	if now > 0 {
-		r.Notes = append(r.Notes, fmt.Sprintf("balance: heaviest master %.3f × the mean keys", float64(heaviest)*float64(len(c.Nodes))/float64(now)))
+		r.KeysMoved = r.TargetKeys
+		if now > 0 {
+			r.Notes = append(r.Notes, fmt.Sprintf("balance: heaviest master %.3f × the mean keys", float64(slices.Max(each))*float64(len(each))/float64(now)))
+		}
 	}
 	if orphans, err := c.Orphans(ctx); err != nil {
 		warn("orphans: %v", err)

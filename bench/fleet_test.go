@@ -48,7 +48,7 @@ func TestVerifyFleetCatchesPlantedFaults(t *testing.T) {
 	if err := ld.prime(ctx); err != nil {
 		t.Fatal(err)
 	}
-	total, err := masterKeys(ctx, f.c)
+	total, _, err := masterKeys(ctx, f.c)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -207,7 +207,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 			data += " (" + strings.Join(r.BigTypes, ", ") + ")"
 		}
 	}
-	fmt.Fprintf(&b, "%s; %s; median of %d run(s); background load %d INCR/s; slotmover's budget %s\n", r.Server, data, r.Runs, r.LoadRate, r.Budget)
+	load := ""
+	if slices.ContainsFunc(r.Rows, func(row *Row) bool { return row.Workload != WorkloadFleet }) {
+		load = fmt.Sprintf("; background load %d INCR/s", r.LoadRate)
+	}
+	fmt.Fprintf(&b, "%s; %s; median of %d run(s)%s; slotmover's budget %s\n", r.Server, data, r.Runs, load, r.Budget)
 	if r.ASMServer != "" {
 		fmt.Fprintf(&b, "asm: %s (its own cluster)\n", r.ASMServer)
 	}
