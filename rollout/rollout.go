@@ -93,16 +93,22 @@ func Conflict(o, m planner.Move, budgeted bool) bool {
 // status, which apply reads every 250 ms over NATS.
 const DefaultRoomWindow = 2 * time.Second
 
-// running is what the runner knows of a running move: when it started
-// and when its budget last held it.
+// running is what the runner knows of a running move: when it started,
+// when its budget last held it, and its phase.
 type running struct {
 	started, held time.Time
+	phase         mover.Phase
 }
 
 // hasRoom reports whether another move may start beside moves under a
 // budget: each has run for window, and none was held in the last window.
+// A move cleaning its source has copied all: its paced deletes and its
+// wait for the target's replicas leave room.
 func hasRoom(now time.Time, window time.Duration, moves []running) bool {
 	for _, m := range moves {
+		if m.phase == mover.PhaseCleanup {
+			continue
+		}
 		if now.Sub(m.started) < window || !m.held.IsZero() && now.Sub(m.held) < window {
 			return false
 		}
@@ -182,12 +188,13 @@ func (r *Runner) Run(ctx context.Context) []Outcome {
 			mu.Unlock()
 			go func() {
 				var last time.Duration
-				results[i] = r.one(ctx, i, func(p mover.Progress) {
+				results[i] = r.one(ctx, i, st.started, func(p mover.Progress) {
+					mu.Lock()
+					defer mu.Unlock()
+					st.phase = p.Phase
 					if p.Throttled > last {
 						last = p.Throttled
-						mu.Lock()
 						st.held = time.Now()
-						mu.Unlock()
 					}
 				})
 				done <- i
@@ -211,8 +218,9 @@ func (r *Runner) Run(ctx context.Context) []Outcome {
 	return results
 }
 
-// one checks and runs move i.
-func (r *Runner) one(ctx context.Context, i int, held func(mover.Progress)) Outcome {
+// one checks and runs move i, started by the runner then; held sees its
+// progress.
+func (r *Runner) one(ctx context.Context, i int, started time.Time, held func(mover.Progress)) Outcome {
 	o := Outcome{N: i + 1, Move: r.Plan.Moves[i]}
 	if ctx.Err() != nil {
 		o.Result, o.Err = ResultSkipped, "cancelled before it started"
@@ -232,10 +240,9 @@ func (r *Runner) one(ctx context.Context, i int, held func(mover.Progress)) Outc
 	if err := r.check(ctx, o.Move); err != nil {
 		o.Result, o.Err = ResultStale, err.Error()
 	} else {
-		start := time.Now()
 		phase = r.Mover.Move(ctx, &o, progress)
 		if o.Start.IsZero() {
-			o.Start, o.End = start, time.Now()
+			o.Start, o.End = started, time.Now()
 		}
 	}
 	if w != nil {

@@ -37,7 +37,7 @@ func TestConflict(t *testing.T) {
 	}
 }
 
-// fakeMover records which moves ran at once; each takes a few ms.
+// fakeMover records which moves ran at once; each takes 20 ms.
 type fakeMover struct {
 	mu      sync.Mutex
 	running map[int]planner.Move
@@ -56,7 +56,7 @@ func (f *fakeMover) Move(ctx context.Context, o *Outcome, progress func(mover.Pr
 	f.most = max(f.most, len(f.running))
 	f.mu.Unlock()
 	progress(mover.Progress{Phase: mover.PhaseSnapshot})
-	time.Sleep(5 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // well past the room window of 1 ms, on a busy machine too
 	f.mu.Lock()
 	delete(f.running, o.N)
 	f.mu.Unlock()
@@ -128,6 +128,8 @@ func TestHasRoom(t *testing.T) {
 		{"one held a second ago", []running{{started: t0.Add(-time.Minute), held: t0.Add(-time.Second)}}, false},
 		{"one held a window ago", []running{{started: t0.Add(-time.Minute), held: t0.Add(-w)}}, true},
 		{"two, one of them new", []running{{started: t0.Add(-time.Minute)}, {started: t0.Add(-time.Millisecond)}}, false},
+		{"one held a second ago, now cleaning its source", []running{{started: t0.Add(-time.Minute), held: t0.Add(-time.Second), phase: mover.PhaseCleanup}}, true},
+		{"one new, cleaning already", []running{{started: t0.Add(-time.Millisecond), phase: mover.PhaseCleanup}}, true},
 	} {
 		if got := hasRoom(t0, w, tc.moves); got != tc.want {
 			t.Errorf("%s: room %v, want %v", tc.name, got, tc.want)
