@@ -126,12 +126,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 					return rep, fmt.Errorf("bench stopped before %s/%s run %d: %w", w, m, run, err)
 				}
 				cfg.Logger.Info("bench: run", "workload", w, "method", m, "run", run, "of", cfg.Runs)
-				var r RunResult
-				if w == WorkloadFleet {
-					r = runFleet(ctx, &cfg, m, run, asmBin)
-				} else {
-					r = runOne(ctx, &cfg, w, m, p, run, asmBin)
-				}
+				r := inRunDir(&cfg, w, m, run, func(dir string, r *RunResult) {
+					if w == WorkloadFleet {
+						runFleet(ctx, &cfg, asmBin, dir, r)
+					} else {
+						runOne(ctx, &cfg, p, asmBin, dir, r)
+					}
+				})
 				rep.add(r)
 				cfg.Logger.Info("bench: run done", "workload", w, "method", m, "run", run,
 					"wall_ms", r.WallMS, "keys", r.KeysMoved, "error", r.Error, "warnings", r.Warnings)
@@ -141,24 +142,28 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-// runOne builds a cluster, fills it, moves, checks and tears it down.
-// The asm method's cluster runs asmBin.
-func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, run int, asmBin string) (r RunResult) {
-	r = RunResult{Workload: workload, Method: method, Run: run, Moved: map[string]string{}}
+// inRunDir makes a run in a directory of its own, kept when the run
+// fails or with cfg.KeepDirs.
+func inRunDir(cfg *Config, workload, method string, run int, do func(dir string, r *RunResult)) RunResult {
+	r := RunResult{Workload: workload, Method: method, Run: run, Moved: map[string]string{}}
 	dir, err := os.MkdirTemp(cfg.Dir, fmt.Sprintf("bench-%s-%s-%d-", workload, method, run))
 	if err != nil {
 		r.Error = fmt.Sprintf("run dir: %v", err)
 		return r
 	}
-	defer func() {
-		if cfg.KeepDirs || !r.ok() {
-			r.Dir = dir
-			return
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			cfg.Logger.Warn("bench: remove run dir", "dir", dir, "error", err)
-		}
-	}()
+	do(dir, &r)
+	if cfg.KeepDirs || !r.ok() {
+		r.Dir = dir
+	} else if err := os.RemoveAll(dir); err != nil {
+		cfg.Logger.Warn("bench: remove run dir", "dir", dir, "error", err)
+	}
+	return r
+}
+
+// runOne builds a cluster in dir, fills it, moves, checks and tears it
+// down. The asm method's cluster runs asmBin.
+func runOne(ctx context.Context, cfg *Config, p plan, asmBin, dir string, r *RunResult) {
+	method := r.Method
 	opts := localcluster.Options{Config: []string{"cluster-node-timeout 15000"}}
 	if method == MethodASM {
 		opts.Bin = asmBin
@@ -166,7 +171,7 @@ func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, r
 	c, err := localcluster.StartCluster(ctx, dir, layout, opts)
 	if err != nil {
 		r.Error = fmt.Sprintf("start cluster: %v", err)
-		return r
+		return
 	}
 	defer c.Stop()
 	// Nothing prepared that a user's cluster would not have: its masters
@@ -176,12 +181,12 @@ func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, r
 	t0 := time.Now()
 	if err := fill(ctx, c, layout, cfg); err != nil {
 		r.Error = err.Error()
-		return r
+		return
 	}
 	if cfg.BigKeys {
 		if err := fillBig(ctx, c, cfg); err != nil {
 			r.Error = err.Error()
-			return r
+			return
 		}
 	}
 	var ld *load
@@ -190,7 +195,7 @@ func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, r
 		defer ld.close()
 		if err := ld.prime(ctx); err != nil {
 			r.Error = err.Error()
-			return r
+			return
 		}
 	}
 	r.FillMS = ms(time.Since(t0))
@@ -201,7 +206,7 @@ func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, r
 		cl.Close()
 		if err != nil {
 			r.Error = err.Error()
-			return r
+			return
 		}
 		r.KeysMoved += n
 		r.Moved[src.Addr] = sh.Slots.String()
@@ -210,13 +215,13 @@ func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, r
 	sample, err := captureSample(ctx, c, p.union(), cfg.Keys, nil)
 	if err != nil {
 		r.Error = err.Error()
-		return r
+		return
 	}
 
 	before, err := serverRedirects(ctx, c)
 	if err != nil {
 		r.Error = err.Error()
-		return r
+		return
 	}
 	var sources []*localcluster.Server
 	for _, sh := range p.Shares {
@@ -226,12 +231,12 @@ func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, r
 	pr, err := startProbe(ctx, sources, []*localcluster.Server{c.Nodes[targetNode]}, !cfg.NoLatency, cfg.MoveTimeout)
 	if err != nil {
 		r.Error = fmt.Sprintf("probe the sources: %v", err)
-		return r
+		return
 	}
 	if err := pr.resetStalls(ctx); err != nil {
 		pr.finish(ctx)
 		r.Error = fmt.Sprintf("probe the sources: %v", err)
-		return r
+		return
 	}
 	if ld != nil {
 		ld.start(cfg.LoadRate, cfg.MoveTimeout)
@@ -326,15 +331,14 @@ func runOne(ctx context.Context, cfg *Config, workload, method string, p plan, r
 				r.LoadOps, r.LostWrites, r.ExtraWrites = ops, lost, extra
 			}
 		}
-		return r
+		return
 	}
 	after, err := serverRedirects(ctx, c)
 	if err != nil {
 		r.Warnings = append(r.Warnings, err.Error())
 	}
 	r.ServerRedirects = after.sub(before)
-	verify(ctx, c, p, method, ld, sample, &r)
-	return r
+	verify(ctx, c, p, method, ld, sample, r)
 }
 
 // sampleSize is how many of the moved keys are compared, value, type and

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -137,24 +136,10 @@ func fillZSet(ctx context.Context, s *localcluster.Server, key string, n, seed i
 	return nil
 }
 
-// runFleet builds a fleet, rebalances it onto its new masters with method
-// while the writer runs, and checks the outcome.
-func runFleet(ctx context.Context, cfg *Config, method string, run int, asmBin string) (r RunResult) {
-	r = RunResult{Workload: WorkloadFleet, Method: method, Run: run, Moved: map[string]string{}}
-	dir, err := os.MkdirTemp(cfg.Dir, fmt.Sprintf("bench-fleet-%s-%d-", method, run))
-	if err != nil {
-		r.Error = fmt.Sprintf("run dir: %v", err)
-		return r
-	}
-	defer func() {
-		if cfg.KeepDirs || !r.ok() {
-			r.Dir = dir
-			return
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			cfg.Logger.Warn("bench: remove run dir", "dir", dir, "error", err)
-		}
-	}()
+// runFleet builds a fleet in dir, rebalances it onto its new masters with
+// r's method while the writer runs, and checks the outcome.
+func runFleet(ctx context.Context, cfg *Config, asmBin, dir string, r *RunResult) {
+	method := r.Method
 	bin := ""
 	if method == MethodASM {
 		bin = asmBin
@@ -163,7 +148,7 @@ func runFleet(ctx context.Context, cfg *Config, method string, run int, asmBin s
 	f, err := startFleet(ctx, cfg, dir, bin)
 	if err != nil {
 		r.Error = err.Error()
-		return r
+		return
 	}
 	defer f.stop()
 	c := f.c
@@ -171,33 +156,33 @@ func runFleet(ctx context.Context, cfg *Config, method string, run int, asmBin s
 	defer ld.close()
 	if err := ld.prime(ctx); err != nil {
 		r.Error = err.Error()
-		return r
+		return
 	}
 	total, _, err := masterKeys(ctx, c)
 	if err != nil {
 		r.Error = err.Error()
-		return r
+		return
 	}
 	r.FillMS = ms(time.Since(t0))
 	all := slots.NewSet(slots.Range{Start: 0, End: slots.Count - 1})
 	sample, err := captureSample(ctx, c, all, cfg.Keys, f.big)
 	if err != nil {
 		r.Error = err.Error()
-		return r
+		return
 	}
 	cfg.Logger.Info("bench: fleet filled", "ms", r.FillMS, "keys", total, "dir", dir)
 
 	before, err := serverRedirects(ctx, c)
 	if err != nil {
 		r.Error = err.Error()
-		return r
+		return
 	}
 	// Every master is a source or a target: the forks and the longest
 	// events of each; the writer's round trips stand for the PINGs.
 	pr, err := startProbe(ctx, c.Nodes, nil, false, cfg.MoveTimeout)
 	if err != nil {
 		r.Error = fmt.Sprintf("probe the masters: %v", err)
-		return r
+		return
 	}
 	ld.start(cmp.Or(cfg.LoadRate, DefaultFleetLoadRate), fleetIdle+cfg.MoveTimeout)
 	select {
@@ -208,7 +193,7 @@ func runFleet(ctx context.Context, cfg *Config, method string, run int, asmBin s
 		pr.finish(ctx)
 		ld.finish()
 		r.Error = fmt.Sprintf("probe the masters: %v", err)
-		return r
+		return
 	}
 	mctx, cancel := context.WithTimeout(ctx, cfg.MoveTimeout)
 	ld.markDuring()
@@ -259,10 +244,9 @@ func runFleet(ctx context.Context, cfg *Config, method string, run int, asmBin s
 		if ops, lost, extra, cerr := ld.check(ctx); cerr == nil {
 			r.LoadOps, r.LostWrites, r.ExtraWrites = ops, lost, extra
 		}
-		return r
+		return
 	}
-	verifyFleet(ctx, f, total, ld, sample, &r)
-	return r
+	verifyFleet(ctx, f, total, ld, sample, r)
 }
 
 // masterKeys reads DBSIZE of every master; total is their sum.
