@@ -286,19 +286,8 @@ func runOne(ctx context.Context, cfg *Config, p plan, asmBin, dir string, r *Run
 	r.WallMS = ms(time.Since(start))
 	cancel()
 	probes, targets, perr := pr.finish(ctx)
-	r.Sources, r.Targets = probes, targets
-	if perr != nil {
-		r.Warnings = append(r.Warnings, fmt.Sprintf("the sources after the move: %v", perr))
-	} else {
-		var forks, stall int64
-		for _, sp := range probes {
-			forks += sp.Forks
-			if sp.StallMS >= stall {
-				stall, r.StallEvent = sp.StallMS, sp.StallEvent
-			}
-			r.StallsOver5MS += sp.Over5MS
-		}
-		r.Forks, r.StallMS = &forks, &stall
+	r.Targets = targets
+	if r.sources(probes, perr, false) {
 		var tstall int64
 		for _, tp := range targets {
 			if tp.StallMS >= tstall {
@@ -339,6 +328,31 @@ func runOne(ctx context.Context, cfg *Config, p plan, asmBin, dir string, r *Run
 	}
 	r.ServerRedirects = after.sub(before)
 	verify(ctx, c, p, method, ld, sample, r)
+}
+
+// sources records the probes of the sources (or of every master) and
+// sums them up: forks, the longest event (named with its server's
+// address if named), slow commands. It reports whether perr left them
+// whole.
+func (r *RunResult) sources(probes []ServerProbe, perr error, named bool) bool {
+	r.Sources = probes
+	if perr != nil {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("the sources after the move: %v", perr))
+		return false
+	}
+	var forks, stall int64
+	for _, sp := range probes {
+		forks += sp.Forks
+		if sp.StallMS >= stall {
+			stall, r.StallEvent = sp.StallMS, sp.StallEvent
+			if named {
+				r.StallEvent += " on " + sp.Addr
+			}
+		}
+		r.StallsOver5MS += sp.Over5MS
+	}
+	r.Forks, r.StallMS = &forks, &stall
+	return true
 }
 
 // sampleSize is how many of the moved keys are compared, value, type and

@@ -222,20 +222,7 @@ func runFleet(ctx context.Context, cfg *Config, asmBin, dir string, r *RunResult
 	r.Client = &cl
 	r.ClientRedirects, r.LoadErrors = ld.redirects(), ld.errs.Load()
 	probes, _, perr := pr.finish(ctx)
-	r.Sources = probes
-	if perr != nil {
-		r.Warnings = append(r.Warnings, fmt.Sprintf("the masters after the move: %v", perr))
-	} else {
-		var forks, stall int64
-		for _, sp := range probes {
-			forks += sp.Forks
-			if sp.StallMS >= stall {
-				stall, r.StallEvent = sp.StallMS, sp.StallEvent+" on "+sp.Addr
-			}
-			r.StallsOver5MS += sp.Over5MS
-		}
-		r.Forks, r.StallMS = &forks, &stall
-	}
+	r.sources(probes, perr, true)
 	if after, err := serverRedirects(ctx, c); err == nil {
 		r.ServerRedirects = after.sub(before)
 	}
