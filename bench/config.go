@@ -301,5 +301,10 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("unknown method %q (known: %v)", m, Methods))
 		}
 	}
+	for _, w := range c.Workloads {
+		if len(c.Methods) > 0 && !slices.ContainsFunc(c.Methods, func(m string) bool { return applies(w, m) }) {
+			errs = append(errs, fmt.Errorf("no method given runs on the %s workload (reshard runs on the others, rebalance on the fleet)", w))
+		}
+	}
 	return errors.Join(errs...)
 }

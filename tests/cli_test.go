@@ -69,6 +69,8 @@ func TestCLIRefusesExtraArguments(t *testing.T) {
 		// would still refuse, naming --parallel, instead of starting.
 		{"demo", []string{"demo", "--parallel", "0", "stray"}, `unexpected argument "stray": demo takes only flags`},
 		{"bench", []string{"bench", "--runs", "0", "stray"}, `unexpected argument "stray": bench takes only flags`},
+		{"bench, no method for the fleet", []string{"bench", "--workloads", "fleet", "--methods", "reshard10"}, `no method given runs on the fleet workload`},
+		{"bench, a fleet of none", []string{"bench", "--workloads", "fleet", "--fleet-masters", "0"}, `the fleet's masters and new masters must be 1 … 64 each, not 0 and 3`},
 		{"soak", []string{"soak", "--cluster", src, "--duration", "1s", "stray"}, `unexpected argument "stray": soak takes only flags`},
 		{"version", []string{"version", "stray"}, `unexpected argument "stray": version takes no argument`},
 		{"ls", []string{"ls", "--nats", "nats://127.0.0.1:1", "stray"}, `unexpected argument "stray": ls takes only flags`},
