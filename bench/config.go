@@ -125,8 +125,9 @@ type Config struct {
 	FleetMasters, FleetNew, Parallel int
 	// Sidecars starts a slotmover sidecar beside each of nodes, reachable
 	// on the NATS server at natsURL, logging into dir; stop ends them.
-	// The fleet's slotmover methods need it (`slotmover bench` wires the
-	// sidecar of `slotmover serve`); without it they are skipped.
+	// The fleet's slotmover methods need it (`slotmover bench` runs
+	// `slotmover serve` processes); without it they fail. stop, if not
+	// nil, is called also after an error.
 	Sidecars func(ctx context.Context, natsURL string, nodes []string, dir string) (stop func(), err error)
 
 	Dir      string // parent of the servers' working directories ("" for the system temp dir)

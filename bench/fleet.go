@@ -365,10 +365,12 @@ func fleetWithSlotmover(ctx context.Context, cfg *Config, f *fleet, method, dir 
 		nodes = append(nodes, n.Addr)
 	}
 	stop, err := cfg.Sidecars(ctx, ns.ClientURL(), nodes, dir)
+	if stop != nil {
+		defer stop() // also those that started before one failed
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sidecars: %w", err)
 	}
-	defer stop()
 	nc, err := nats.Connect(ns.ClientURL(), nats.Name("slotmover bench"))
 	if err != nil {
 		return nil, fmt.Errorf("NATS: %w", err)
