@@ -324,7 +324,7 @@ func runOne(ctx context.Context, cfg *Config, p plan, asmBin, dir string, r *Run
 	}
 	after, err := serverRedirects(ctx, c)
 	if err != nil {
-		r.Warnings = append(r.Warnings, err.Error())
+		r.warn("%v", err)
 	}
 	r.ServerRedirects = after.sub(before)
 	verify(ctx, c, p, method, ld, sample, r)
@@ -337,7 +337,7 @@ func runOne(ctx context.Context, cfg *Config, p plan, asmBin, dir string, r *Run
 func (r *RunResult) sources(probes []ServerProbe, perr error, named bool) bool {
 	r.Sources = probes
 	if perr != nil {
-		r.Warnings = append(r.Warnings, fmt.Sprintf("the sources after the move: %v", perr))
+		r.warn("the sources after the move: %v", perr)
 		return false
 	}
 	var forks, stall int64
@@ -381,7 +381,6 @@ func captureSample(ctx context.Context, c *localcluster.Cluster, moved *slots.Se
 // verify checks the outcome cheaply, against the cluster's state and data,
 // and notes every failed check as a warning of the run.
 func verify(ctx context.Context, c *localcluster.Cluster, p plan, method string, ld *load, sample *localcluster.KeyStates, r *RunResult) {
-	warn := func(format string, args ...any) { r.Warnings = append(r.Warnings, fmt.Sprintf(format, args...)) }
 	moved := p.union()
 	target := c.Nodes[targetNode]
 	tc := target.Client()
@@ -390,19 +389,19 @@ func verify(ctx context.Context, c *localcluster.Cluster, p plan, method string,
 	// What the target owns should be exactly the plan: the check that
 	// reshard took the slots slotmover is given.
 	if top, err := cluster.Load(ctx, tc); err != nil {
-		warn("read the target's slots: %v", err)
+		r.warn("read the target's slots: %v", err)
 	} else if got := top.Myself.Slots.String(); got != moved.String() {
-		warn("%s: the target owns %s, the plan assumed %s", method, got, moved)
+		r.warn("%s: the target owns %s, the plan assumed %s", method, got, moved)
 	}
 	if err := c.WaitOwner(ctx, moved, c.IDs[targetNode], 30*time.Second); err != nil {
-		warn("ownership: %v", err)
+		r.warn("ownership: %v", err)
 	}
 	if n, err := tc.DBSize(ctx).Result(); err != nil {
-		warn("DBSIZE on the target: %v", err)
+		r.warn("DBSIZE on the target: %v", err)
 	} else {
 		r.TargetKeys = n
 		if n != r.KeysMoved {
-			warn("the target holds %d keys, %d were in the moved slots", n, r.KeysMoved)
+			r.warn("the target holds %d keys, %d were in the moved slots", n, r.KeysMoved)
 		}
 	}
 	for _, sh := range p.Shares {
@@ -418,32 +417,43 @@ func verify(ctx context.Context, c *localcluster.Cluster, p plan, method string,
 		n, err := countKeys(ctx, cl, sh.Slots)
 		cl.Close()
 		if err != nil {
-			warn("%v", err)
+			r.warn("%v", err)
 			continue
 		}
 		r.SourceLeft += n
 	}
 	if r.SourceLeft > 0 {
-		warn("%d keys of the moved slots are still on the sources", r.SourceLeft)
+		r.warn("%d keys of the moved slots are still on the sources", r.SourceLeft)
 	}
 	if err := localcluster.CheckWithRedisCli(ctx, target.Addr); err != nil {
-		warn("redis-cli --cluster check: %s", firstLines(err.Error(), 3))
+		r.warn("redis-cli --cluster check: %s", firstLines(err.Error(), 3))
 	}
 	// A fresh client: its slot map is read after the move.
 	cc := c.Client()
 	if err := sample.Compare(ctx, cc); err != nil {
-		warn("the moved keys' contents: %s", firstLines(err.Error(), 3))
+		r.warn("the moved keys' contents: %s", firstLines(err.Error(), 3))
 	}
 	cc.Close()
 	if ld != nil {
-		ops, lost, extra, err := ld.check(ctx)
-		if err != nil {
-			warn("load check: %v", err)
-		}
-		r.LoadOps, r.LostWrites, r.ExtraWrites = ops, lost, extra
-		if lost > 0 || extra > 0 {
-			warn("load: %d acknowledged writes lost, %d extra", lost, extra)
-		}
+		r.checkLoad(ctx, ld)
+	}
+}
+
+// warn notes a failed check of the run.
+func (r *RunResult) warn(format string, args ...any) {
+	r.Warnings = append(r.Warnings, fmt.Sprintf(format, args...))
+}
+
+// checkLoad reads the load's counters into r; a failed read, or a write
+// lost or extra, is a warning of the run.
+func (r *RunResult) checkLoad(ctx context.Context, ld *load) {
+	ops, lost, extra, err := ld.check(ctx)
+	if err != nil {
+		r.warn("load check: %v", err)
+	}
+	r.LoadOps, r.LostWrites, r.ExtraWrites = ops, lost, extra
+	if lost > 0 || extra > 0 {
+		r.warn("load: %d acknowledged writes lost, %d extra", lost, extra)
 	}
 }
 

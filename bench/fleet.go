@@ -29,11 +29,10 @@ import (
 const fleetIdle = 3 * time.Second
 
 // fleet is one fleet run's cluster: the masters (old ones first, then the
-// new ones), their replicas, and the layout it started from.
+// new ones), their replicas, and its big keys' names.
 type fleet struct {
 	c        *localcluster.Cluster
 	replicas []*localcluster.Server
-	layout   []string
 	old      int // masters holding slots at the start
 	big      []string
 }
@@ -62,9 +61,10 @@ func fleetLayout(masters, added int) []string {
 // masters (cfg.Keys spread over them and a sorted set of cfg.BigElements
 // members at each end of every range), and returns the cluster.
 func startFleet(ctx context.Context, cfg *Config, dir, bin string) (*fleet, error) {
-	f := &fleet{layout: fleetLayout(cfg.FleetMasters, cfg.FleetNew), old: cfg.FleetMasters}
+	layout := fleetLayout(cfg.FleetMasters, cfg.FleetNew)
+	f := &fleet{old: cfg.FleetMasters}
 	opts := localcluster.Options{Config: []string{"cluster-node-timeout 15000"}, Bin: bin}
-	c, err := localcluster.StartCluster(ctx, dir, f.layout, opts)
+	c, err := localcluster.StartCluster(ctx, dir, layout, opts)
 	if err != nil {
 		return nil, fmt.Errorf("start cluster: %w", err)
 	}
@@ -85,11 +85,11 @@ func startFleet(ctx context.Context, cfg *Config, dir, bin string) (*fleet, erro
 			return nil, fmt.Errorf("replica of %s: %w", c.Nodes[i].Addr, err)
 		}
 	}
-	if err := fill(ctx, c, f.layout, cfg); err != nil {
+	if err := fill(ctx, c, layout, cfg); err != nil {
 		f.stop()
 		return nil, err
 	}
-	if f.big, err = fillEnds(ctx, c, f.layout[:f.old], cfg.BigElements); err != nil {
+	if f.big, err = fillEnds(ctx, c, layout[:f.old], cfg.BigElements); err != nil {
 		f.stop()
 		return nil, err
 	}
@@ -203,7 +203,7 @@ func runFleet(ctx context.Context, cfg *Config, asmBin, dir string, r *RunResult
 		err = rebalance(mctx, cfg, c, dir)
 	case MethodASM:
 		var res asmResult
-		if res, err = fleetWithASM(mctx, c, f, dir); err == nil {
+		if res, err = fleetWithASM(mctx, f, dir); err == nil {
 			r.PauseMS, r.SwitchMS = &res.PauseMS, &res.SwitchMS
 		}
 		r.Notes = append(r.Notes, res.Notes...)
@@ -255,33 +255,32 @@ func masterKeys(ctx context.Context, c *localcluster.Cluster) (total int64, each
 // lost or left behind, the sample is as it was, and the writer lost
 // nothing. The balance (heaviest master's keys over the mean) is noted.
 func verifyFleet(ctx context.Context, f *fleet, total int64, ld *load, sample *localcluster.KeyStates, r *RunResult) {
-	warn := func(format string, args ...any) { r.Warnings = append(r.Warnings, fmt.Sprintf(format, args...)) }
 	c := f.c
 	if err := c.WaitHealthy(ctx, 30*time.Second); err != nil {
-		warn("the nodes do not agree: %v", err)
+		r.warn("the nodes do not agree: %v", err)
 	}
 	if err := localcluster.CheckWithRedisCli(ctx, c.Nodes[0].Addr); err != nil {
-		warn("redis-cli --cluster check: %s", firstLines(err.Error(), 3))
+		r.warn("redis-cli --cluster check: %s", firstLines(err.Error(), 3))
 	}
 	cl := c.Nodes[0].Client()
 	top, err := cluster.Load(ctx, cl)
 	cl.Close()
 	if err != nil {
-		warn("read the slots: %v", err)
+		r.warn("read the slots: %v", err)
 	} else {
 		for i, n := range c.Nodes[f.old:] {
 			if m := top.ByID(c.IDs[f.old+i]); m == nil || m.Slots.Len() == 0 {
-				warn("the new master %s serves no slot", n.Addr)
+				r.warn("the new master %s serves no slot", n.Addr)
 			} else {
 				r.Moved[n.Addr] = m.Slots.String()
 			}
 		}
 	}
 	if now, each, err := masterKeys(ctx, c); err != nil {
-		warn("%v", err)
+		r.warn("%v", err)
 	} else {
 		if now != total {
-			warn("the masters hold %d keys, %d before", now, total)
+			r.warn("the masters hold %d keys, %d before", now, total)
 		}
 		for _, k := range each[f.old:] {
 			r.TargetKeys += k // the new masters started empty
@@ -292,24 +291,17 @@ func verifyFleet(ctx context.Context, f *fleet, total int64, ld *load, sample *l
 		}
 	}
 	if orphans, err := c.Orphans(ctx); err != nil {
-		warn("orphans: %v", err)
+		r.warn("orphans: %v", err)
 	} else if len(orphans) > 0 {
 		r.SourceLeft = int64(len(orphans))
-		warn("keys left in slots their node does not serve: %s", strings.Join(orphans[:min(3, len(orphans))], "; "))
+		r.warn("keys left in slots their node does not serve: %s", strings.Join(orphans[:min(3, len(orphans))], "; "))
 	}
 	cc := c.Client()
 	if err := sample.Compare(ctx, cc); err != nil {
-		warn("the keys' contents: %s", firstLines(err.Error(), 3))
+		r.warn("the keys' contents: %s", firstLines(err.Error(), 3))
 	}
 	cc.Close()
-	ops, lost, extra, err := ld.check(ctx)
-	if err != nil {
-		warn("load check: %v", err)
-	}
-	r.LoadOps, r.LostWrites, r.ExtraWrites = ops, lost, extra
-	if lost > 0 || extra > 0 {
-		warn("load: %d acknowledged writes lost, %d extra", lost, extra)
-	}
+	r.checkLoad(ctx, ld)
 }
 
 // rebalance runs redis-cli --cluster rebalance --cluster-use-empty-masters
@@ -403,13 +395,13 @@ func fleetWithSlotmover(ctx context.Context, cfg *Config, f *fleet, method, dir 
 // fleetWithASM imports the plan's moves with the built-in migration: one
 // CLUSTER MIGRATION IMPORT per move, a target's one after the other, the
 // targets side by side, as far as the server lets tasks run at once.
-func fleetWithASM(ctx context.Context, c *localcluster.Cluster, f *fleet, dir string) (asmResult, error) {
+func fleetWithASM(ctx context.Context, f *fleet, dir string) (asmResult, error) {
 	p, err := fleetPlan(ctx, f)
 	if err != nil {
 		return asmResult{}, err
 	}
 	byAddr := map[string]*localcluster.Server{}
-	for _, n := range c.Nodes {
+	for _, n := range f.c.Nodes {
 		byAddr[n.Addr] = n
 	}
 	var groups [][]asmImport

@@ -208,7 +208,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 	}
 	load := ""
-	if slices.ContainsFunc(r.Rows, func(row *Row) bool { return row.Workload != WorkloadFleet }) {
+	if r.hasMoves() {
 		load = fmt.Sprintf("; background load %d INCR/s", r.LoadRate)
 	}
 	fmt.Fprintf(&b, "%s; %s; median of %d run(s)%s; slotmover's budget %s\n", r.Server, data, r.Runs, load, r.Budget)
@@ -270,10 +270,16 @@ func (r *Report) WriteTable(w io.Writer) error {
 	return nil
 }
 
+// hasMoves reports whether a workload that moves slots to one empty
+// master ran: all but the fleet.
+func (r *Report) hasMoves() bool {
+	return slices.ContainsFunc(r.Rows, func(row *Row) bool { return row.Workload != WorkloadFleet })
+}
+
 // writeMoves writes the table of the workloads that move slots to one
 // empty master.
 func (r *Report) writeMoves(b *strings.Builder) error {
-	if !slices.ContainsFunc(r.Rows, func(row *Row) bool { return row.Workload != WorkloadFleet }) {
+	if !r.hasMoves() {
 		return nil
 	}
 	b.WriteString("wall: start of the move to its end, source cleanup included; switched: the target served the slots from then on\n" +
