@@ -140,7 +140,9 @@ func (r *Runner) Run(ctx context.Context) []Outcome {
 		pending[i] = i
 	}
 	window := cmp.Or(r.RoomWindow, DefaultRoomWindow)
-	var mu sync.Mutex // states, written by the moves' progress
+	// states is this goroutine's; mu guards what the moves' progress
+	// writes into each.
+	var mu sync.Mutex
 	states := map[int]*running{}
 	conflicts := func(m planner.Move) bool {
 		for j := range states {
@@ -183,9 +185,7 @@ func (r *Runner) Run(ctx context.Context) []Outcome {
 			}
 			pending = append(pending[:k], pending[k+1:]...)
 			st := &running{started: time.Now()}
-			mu.Lock()
 			states[i] = st
-			mu.Unlock()
 			go func() {
 				var last time.Duration
 				results[i] = r.one(ctx, i, st.started, func(p mover.Progress) {
@@ -209,18 +209,16 @@ func (r *Runner) Run(ctx context.Context) []Outcome {
 		}
 		select {
 		case i := <-done:
-			mu.Lock()
 			delete(states, i)
-			mu.Unlock()
 		case <-recheck:
 		}
 	}
 	return results
 }
 
-// one checks and runs move i, started by the runner then; held sees its
-// progress.
-func (r *Runner) one(ctx context.Context, i int, started time.Time, held func(mover.Progress)) Outcome {
+// one checks and runs move i, started by the runner then; observe sees
+// its progress.
+func (r *Runner) one(ctx context.Context, i int, started time.Time, observe func(mover.Progress)) Outcome {
 	o := Outcome{N: i + 1, Move: r.Plan.Moves[i]}
 	if ctx.Err() != nil {
 		o.Result, o.Err = ResultSkipped, "cancelled before it started"
@@ -231,7 +229,7 @@ func (r *Runner) one(ctx context.Context, i int, started time.Time, held func(mo
 		w = r.Watch(o)
 	}
 	progress := func(p mover.Progress) {
-		held(p)
+		observe(p)
 		if w != nil {
 			w.Progress(p)
 		}
