@@ -34,6 +34,12 @@ func (s *sidecars) stop() {
 	s.wg.Wait()
 }
 
+// sidecarFiles are the i-th (from 0) local sidecar's NATS alias, state
+// directory and log file in dir.
+func sidecarFiles(dir string, i int) (alias, state, log string) {
+	return fmt.Sprintf("master-%d", i+1), filepath.Join(dir, fmt.Sprintf("sidecar-%d-state", i+1)), filepath.Join(dir, fmt.Sprintf("sidecar-%d.log", i+1))
+}
+
 // startSidecars runs a sidecar beside each of nodes, in this process, as
 // `slotmover serve` would with NATS at natsURL (aliases master-1, …), each
 // logging to a file in dir, and waits until each serves. Stop the result,
@@ -52,9 +58,8 @@ func startSidecars(natsURL string, nodes []string, dir string) (*sidecars, error
 		cfg.Node.Address = node
 		cfg.Admin.Listen, cfg.Metrics.Listen = "127.0.0.1:0", "127.0.0.1:0"
 		cfg.NATS.Servers = []string{natsURL}
-		cfg.NATS.Alias = fmt.Sprintf("master-%d", i+1)
-		cfg.State.Dir = filepath.Join(dir, fmt.Sprintf("sidecar-%d-state", i+1))
-		logPath := filepath.Join(dir, fmt.Sprintf("sidecar-%d.log", i+1))
+		alias, state, logPath := sidecarFiles(dir, i)
+		cfg.NATS.Alias, cfg.State.Dir = alias, state
 		f, err := os.Create(logPath)
 		if err != nil {
 			return sc, err
@@ -104,13 +109,13 @@ func startSidecarProcs(natsURL string, nodes []string, dir string) (*sidecarProc
 	sp := &sidecarProcs{}
 	var logs []string
 	for i, node := range nodes {
-		logPath := filepath.Join(dir, fmt.Sprintf("sidecar-%d.log", i+1))
+		alias, state, logPath := sidecarFiles(dir, i)
 		f, err := os.Create(logPath)
 		if err != nil {
 			return sp, err
 		}
-		cmd := exec.Command(exe, "serve", "--node", node, "--nats", natsURL, "--nats-alias", fmt.Sprintf("master-%d", i+1),
-			"--admin", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--state-dir", filepath.Join(dir, fmt.Sprintf("sidecar-%d-state", i+1)))
+		cmd := exec.Command(exe, "serve", "--node", node, "--nats", natsURL, "--nats-alias", alias,
+			"--admin", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--state-dir", state)
 		cmd.Stdout, cmd.Stderr = f, f
 		err = cmd.Start()
 		f.Close() // the child has its own descriptor
