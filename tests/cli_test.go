@@ -52,7 +52,7 @@ func TestCLIRefusesExtraArguments(t *testing.T) {
 		want string
 	}{
 		{"move, a second slot range", []string{"move", "--source", src, "--target", dst, "--slots", "0-10", "20-30"}, `unexpected argument "20-30": move takes only flags`},
-		{"move, words among the flags", []string{"move", "--json", "stray", "--source", src, "--target", dst, "--slots", "0-10"}, `unexpected arguments "stray" "--source"`},
+		{"move, words among the flags", []string{"move", "--json", "stray", "--source", src, "--target", dst, "--slots", "0-10"}, `unexpected argument "stray": move takes only flags`},
 		{"fix", []string{"fix", "--node", src, "--dry-run", "stray"}, `unexpected argument "stray": fix takes only flags`},
 		{"plan --rebalance", []string{"plan", "--cluster", src, "--rebalance", "stray"}, `unexpected argument "stray": plan takes words only as the nodes of --add or --drain`},
 		{"plan, no mode", []string{"plan", "stray", "--cluster", src}, `unexpected argument "stray"`},
@@ -74,6 +74,8 @@ func TestCLIRefusesExtraArguments(t *testing.T) {
 		{"soak", []string{"soak", "--cluster", src, "--duration", "1s", "stray"}, `unexpected argument "stray": soak takes only flags`},
 		{"version", []string{"version", "stray"}, `unexpected argument "stray": version takes no argument`},
 		{"ls", []string{"ls", "--nats", "nats://127.0.0.1:1", "stray"}, `unexpected argument "stray": ls takes only flags`},
+		{"pause", []string{"pause", "--admin", "127.0.0.1:1", "id1", "stray"}, `unexpected argument "stray": pause takes one task ID, or --all`},
+		{"budget", []string{"budget", "off", "--all", "--admin", "127.0.0.1:1", "stray"}, `unexpected argument "stray": budget takes a budget`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,6 +93,67 @@ func TestCLIRefusesExtraArguments(t *testing.T) {
 	}
 	if err := held.Compare(ctx, source); err != nil {
 		t.Fatalf("the asked slots' keys on the source: %v", err)
+	}
+}
+
+// Issue 29: every command prints its help on stdout and exits 0 for -h
+// and --help, with what its exit codes mean; a bad flag value or an
+// unknown flag is one line on stderr naming it, exit 2, before anything is
+// reached (the addresses given are closed ports: a command that went on
+// would fail otherwise, exit 1, with more to say).
+func TestCLIHelpAndBadFlags(t *testing.T) {
+	closed := "127.0.0.1:1"
+	for _, tc := range []struct {
+		cmd  string
+		args []string // besides the bad flag, what the command needs to start
+		bad  []string
+	}{
+		{"move", []string{"--source", closed, "--target", closed, "--slots", "0"}, []string{"--window", "x"}},
+		{"plan", []string{"--cluster", closed, "--rebalance"}, []string{"--max-moves", "x"}},
+		{"apply", []string{"plan.json"}, []string{"--parallel", "x"}},
+		{"fix", []string{"--node", closed}, []string{"--cleanup-batch", "x"}},
+		{"serve", []string{"--node", closed}, []string{"--node-tls=x"}},
+		{"status", []string{"--admin", closed}, []string{"--json=x"}},
+		{"cancel", []string{"--admin", closed, "t1"}, []string{"--all=x"}},
+		{"pause", []string{"--admin", closed, "t1"}, []string{"--all=x"}},
+		{"resume", []string{"--admin", closed, "t1"}, []string{"--all=x"}},
+		{"hold-cutover", []string{"--admin", closed, "t1"}, []string{"--all=x"}},
+		{"release-cutover", []string{"--admin", closed, "t1"}, []string{"--all=x"}},
+		{"budget", []string{"off", "--admin", closed, "t1"}, []string{"--all=x"}},
+		{"ls", []string{"--nats", "nats://" + closed}, []string{"--wait", "x"}},
+		{"demo", nil, []string{"--keys", "x"}},
+		{"bench", nil, []string{"--runs", "x"}},
+		{"soak", []string{"--cluster", closed, "--duration", "1s"}, []string{"--rate", "x"}},
+		{"version", nil, []string{"--bogus"}},
+	} {
+		t.Run(tc.cmd, func(t *testing.T) {
+			for _, help := range []string{"-h", "--help"} {
+				code, stdout, stderr := runCLI(t, tc.cmd, help)
+				first, _, _ := strings.Cut(stdout, "\n")
+				if code != 0 || stderr != "" || !strings.HasPrefix(first, "usage: slotmover ") || !strings.Contains(first, tc.cmd) ||
+					!strings.Contains(stdout, "\nexit codes:\n  0  ") {
+					t.Fatalf("slotmover %s %s: exit %d, want 0 with the help and exit codes on stdout\nstdout %s\nstderr %s", tc.cmd, help, code, stdout, stderr)
+				}
+			}
+			for _, bad := range [][]string{tc.bad, {"--bogus"}} {
+				args := append(append([]string{tc.cmd}, tc.args...), bad...)
+				code, stdout, stderr := runCLI(t, args...)
+				want := "unknown flag: --bogus"
+				if bad[0] != "--bogus" {
+					want = "invalid argument"
+				}
+				if code != 2 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "slotmover "+tc.cmd+": ") || !strings.Contains(stderr, want) {
+					t.Fatalf("slotmover %s: exit %d, want 2 with one line %q\nstdout %s\nstderr %s", strings.Join(args, " "), code, want, stdout, stderr)
+				}
+			}
+		})
+	}
+	code, stdout, stderr := runCLI(t, "--help")
+	if code != 0 || stderr != "" || !strings.Contains(stdout, "hold-cutover") {
+		t.Fatalf("slotmover --help: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	if code, _, stderr := runCLI(t, "mvoe"); code != 2 || strings.Count(stderr, "\n") != 1 {
+		t.Fatalf("slotmover mvoe: exit %d, stderr %q", code, stderr)
 	}
 }
 
@@ -141,13 +204,13 @@ func TestCLIKeepsSecretsOut(t *testing.T) {
 		name, help string
 		bad        []string // a flag with a bad value
 	}{
-		{"move", "(default $SLOTMOVER_PASSWORD)", []string{"--window", "x"}},
-		{"fix", "(default $SLOTMOVER_PASSWORD)", []string{"--cleanup-batch", "x"}},
-		{"plan", "(default $SLOTMOVER_PASSWORD)", []string{"--max-moves", "x"}},
-		{"apply", "(default $SLOTMOVER_PASSWORD)", []string{"--parallel", "x"}},
-		{"soak", "(default $SLOTMOVER_PASSWORD)", []string{"--rate", "x"}},
-		{"status", "(default $SLOTMOVER_ADMIN_PASSWORD)", []string{"--json=x"}},
-		{"cancel", "(default $SLOTMOVER_ADMIN_PASSWORD)", []string{"--all=x"}},
+		{"move", "$SLOTMOVER_PASSWORD)", []string{"--window", "x"}},
+		{"fix", "$SLOTMOVER_PASSWORD)", []string{"--cleanup-batch", "x"}},
+		{"plan", "$SLOTMOVER_PASSWORD)", []string{"--max-moves", "x"}},
+		{"apply", "$SLOTMOVER_PASSWORD)", []string{"--parallel", "x"}},
+		{"soak", "$SLOTMOVER_PASSWORD)", []string{"--rate", "x"}},
+		{"status", "$SLOTMOVER_ADMIN_PASSWORD)", []string{"--json=x"}},
+		{"cancel", "$SLOTMOVER_ADMIN_PASSWORD)", []string{"--all=x"}},
 		{"serve", "--node-password-file", []string{"--node-tls=x"}},
 		{"demo", "-keys", []string{"--keys", "x"}},
 		{"bench", "-runs", []string{"--runs", "x"}},
@@ -155,7 +218,7 @@ func TestCLIKeepsSecretsOut(t *testing.T) {
 		runs = append(runs,
 			run{[]string{cmd.name, "-h"}, anyExit, cmd.help},
 			run{[]string{cmd.name, "--help"}, anyExit, cmd.help},
-			run{[]string{cmd.name, "--bogus"}, 2, "flag provided but not defined"},
+			run{[]string{cmd.name, "--bogus"}, 2, "unknown flag: --bogus"},
 			run{append([]string{cmd.name}, cmd.bad...), 2, "invalid"},
 		)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
 
+	"github.com/slotmover/slotmover/internal/cli"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/planner"
 	"github.com/slotmover/slotmover/rollout"
@@ -25,7 +25,7 @@ import (
 )
 
 func applyCmd(args []string) int {
-	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
+	fs := cli.NewFlagSet("apply")
 	var cf connFlags
 	var parallel int
 	var dryRun, asJSON bool
@@ -33,24 +33,22 @@ func applyCmd(args []string) int {
 	fs.IntVar(&parallel, "parallel", 1, "run at most `N` moves at a time (never two from the same source)")
 	fs.BoolVar(&dryRun, "dry-run", false, "check every move against the cluster and print what would run; change nothing")
 	fs.BoolVar(&asJSON, "json", false, "print the outcome as one JSON object on stdout (progress goes to stderr)")
-	fs.StringVar(&snapshot, "snapshot", "", "how each move first copies the keys: `auto`, rdb or keys (see slotmover move -h); over NATS, unset keeps each sidecar's setting")
-	fs.StringVar(&budget, "budget", "", "each move's impact budget: `default`, off, or max-event=DURATION,max-rise=RATIO (see slotmover move -h); over NATS, unset keeps each sidecar's setting")
+	fs.StringVar(&snapshot, "snapshot", "", "how each move first copies the keys: `auto`, rdb or keys (see slotmover move --help); over NATS, unset keeps each sidecar's setting")
+	fs.StringVar(&budget, "budget", "", "each move's impact budget: `default`, off, or max-event=DURATION,max-rise=RATIO (see slotmover move --help); over NATS, unset keeps each sidecar's setting")
 	var d daemonFlags
 	fs.StringVar(&d.natsURL, "nats", "", "send each move to its target's sidecar over NATS at this `URL`, instead of running it here")
 	fs.StringVar(&d.config, "nats-config", "", "over NATS, connect as the sidecar of this YAML `file` does (servers, credentials, TLS, subject prefix)")
 	fs.StringVar(&d.prefix, "subject-prefix", "slotmover", "over NATS: the sidecars' subject prefix")
 	cf.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: slotmover apply PLAN.json [--parallel N] [--dry-run] [--json] [--budget B] [--nats URL]")
-		fs.PrintDefaults()
+	pos, code, ok := parseFlags(fs, args)
+	if !ok {
+		return code
 	}
-	// The plan file may come before the flags, among them or after them.
-	pos, err := parseAnywhere(fs, args)
-	if err != nil || refuseExtra("apply", pos, 1, "one plan file") {
+	if refuseExtra("apply", pos, 1, "one plan file") {
 		return exitRefused
 	}
 	if len(pos) == 0 {
-		fs.Usage()
+		fmt.Fprintln(os.Stderr, "slotmover apply: give the plan file ('slotmover plan … -o plan.json' writes one)")
 		return exitRefused
 	}
 	path := pos[0]
@@ -78,9 +76,8 @@ func applyCmd(args []string) int {
 		fmt.Fprintf(os.Stderr, "slotmover apply: %v\n", err)
 		return exitRefused
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cf.logLevel)); err != nil {
-		fmt.Fprintf(os.Stderr, "slotmover apply: --log-level: %v\n", err)
+	if err := cf.logFlags.check(); err != nil {
+		fmt.Fprintf(os.Stderr, "slotmover apply: %v\n", err)
 		return exitRefused
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -97,7 +94,7 @@ func applyCmd(args []string) int {
 	} else {
 		ui := newApplyUI(ctx, out)
 		r.Watch = ui.watch
-		logger := ui.logger(level)
+		logger := ui.logger(&cf.logFlags)
 		r.Mover = rollout.Local{Conn: cf.conn, Snapshot: snapshot, Budget: b,
 			Logger: func(n int) *slog.Logger { return logger.With("move", n) }}
 		if d.natsURL != "" || d.config != "" {
@@ -148,12 +145,13 @@ func newApplyUI(ctx context.Context, out io.Writer) *applyUI {
 }
 
 // logger logs above the bars, or on stderr.
-func (ui *applyUI) logger(level slog.Level) *slog.Logger {
+func (ui *applyUI) logger(f *logFlags) *slog.Logger {
 	w := io.Writer(os.Stderr)
 	if ui.bars != nil {
 		w = ui.bars
 	}
-	return commandLogger(slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})))
+	l, _ := f.logger(w) // checked before the moves start
+	return l
 }
 
 func (ui *applyUI) wait() {

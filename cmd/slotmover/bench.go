@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -12,30 +10,15 @@ import (
 	"syscall"
 
 	"github.com/slotmover/slotmover/bench"
+	"github.com/slotmover/slotmover/internal/cli"
 	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/throttle"
 )
 
 // benchCmd compares slotmover with redis-cli --cluster reshard on fresh
-// local clusters and prints one table (or JSON). Exit codes: 0 every run
-// moved and passed its checks, 1 a run failed or a check did not pass
-// (the table says which), 2 bad flags.
+// local clusters and prints one table (or JSON).
 func benchCmd(args []string) int {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: slotmover bench [flags]
-
-For each workload and method, starts a fresh cluster of 4 local redis-server
-masters (3 holding every slot, 1 empty; none ever had a replica, as in a
-cluster built for a cache; the fleet workload: --fleet-masters and
---fleet-new masters, each with a replica), fills it identically, times the move
-(cleanup of the source included) while it counts the sources' forks and
-PINGs them every ~1 ms, and checks the result. Prints one table with the
-median of --runs runs.
-
-`)
-		fs.PrintDefaults()
-	}
+	fs := cli.NewFlagSet("bench")
 	var cfg bench.Config
 	fs.IntVar(&cfg.Keys, "keys", bench.DefaultKeys, "keys to fill")
 	fs.IntVar(&cfg.ValueSize, "value-size", bench.DefaultValueSize, "`bytes` per value (per collection with --types)")
@@ -53,7 +36,7 @@ median of --runs runs.
 	fs.IntVar(&cfg.FleetMasters, "fleet-masters", bench.DefaultFleetMasters, "the fleet's masters holding every slot at the start")
 	fs.IntVar(&cfg.FleetNew, "fleet-new", bench.DefaultFleetNew, "the fleet's empty masters that join")
 	fs.IntVar(&cfg.Parallel, "parallel", bench.DefaultParallel, "the fleet's moves at once (apply --parallel)")
-	fs.Func("budget", "slotmover's impact budget: `default`, off, or max-event=DURATION,max-rise=RATIO (see slotmover move -h)", func(v string) (err error) {
+	fs.Func("budget", "slotmover's impact budget: `default`, off, or max-event=DURATION,max-rise=RATIO (see slotmover move --help)", func(v string) (err error) {
 		cfg.Budget, err = throttle.ParseBudget(v)
 		return err
 	})
@@ -63,12 +46,15 @@ median of --runs runs.
 	fs.BoolVar(&cfg.KeepDirs, "keep", false, "keep every run's directory (failed runs' are always kept)")
 	fs.DurationVar(&cfg.MoveTimeout, "move-timeout", bench.DefaultMoveTimeout, "give up a move after this long")
 	jsonOut := fs.Bool("json", false, "print the report as JSON instead of a table")
-	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+	quiet := fs.Bool("quiet", false, "no progress lines on stderr (--log-level warn)")
+	var lf logFlags
+	lf.register(fs)
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the moves, the fills and the checks; not the servers) to this `file`, for go tool pprof; -tagfocus phase=move keeps the moves'")
-	if err := fs.Parse(args); err != nil {
-		return exitRefused
+	words, code, ok := parseFlags(fs, args)
+	if !ok {
+		return code
 	}
-	if refuseExtra("bench", fs.Args(), 0, flagsOnly) {
+	if refuseExtra("bench", words, 0, flagsOnly) {
 		return exitRefused
 	}
 	cfg.Workloads, cfg.Methods, cfg.BigTypes = splitList(*workloads), splitList(*methods), splitList(*bigTypes)
@@ -77,12 +63,15 @@ median of --runs runs.
 		return exitRefused
 	}
 	localcluster.ServerBin = *serverBin
-	level := slog.LevelInfo
 	if *quiet {
-		level = slog.LevelWarn
+		lf.Level = "warn"
+	}
+	var err error
+	if cfg.Logger, err = lf.logger(os.Stderr); err != nil {
+		fmt.Fprintf(os.Stderr, "slotmover bench: %v\n", err)
+		return exitRefused
 	}
 	cfg.Sidecars = benchSidecars
-	cfg.Logger = commandLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)

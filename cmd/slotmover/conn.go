@@ -2,11 +2,11 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
+
+	"github.com/spf13/pflag"
 
 	"github.com/slotmover/slotmover/internal/config"
 	"github.com/slotmover/slotmover/mover"
@@ -20,10 +20,10 @@ type connFlags struct {
 	tlsOn, tlsInsecure bool
 	tlsCA              string
 	tlsCert, tlsKey    string
-	logLevel           string
+	logFlags
 }
 
-func (f *connFlags) register(fs *flag.FlagSet) {
+func (f *connFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.user, "user", "", "ACL user for Redis (every node)")
 	f.password.register(fs, "Redis", "SLOTMOVER_PASSWORD")
 	fs.BoolVar(&f.tlsOn, "tls", false, "connect to Redis with TLS")
@@ -31,7 +31,7 @@ func (f *connFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "with --tls, present the client certificate in this PEM `file` (with --tls-key), for servers with tls-auth-clients")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "with --tls, the private key of --tls-cert, in this PEM `file`")
 	fs.BoolVar(&f.tlsInsecure, "tls-insecure", false, "with --tls, do not verify server certificates")
-	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.logFlags.register(fs)
 }
 
 // conn returns how to reach addr with these credentials.
@@ -58,17 +58,9 @@ func (f *connFlags) conn(addr string) (mover.Conn, error) {
 	return c, nil
 }
 
-func (f *connFlags) logger() (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
-	}
-	return commandLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))), nil
-}
-
 // secretFlags are --password and --password-file, with an environment
 // variable for neither. The variable is read when the secret is needed,
-// never made a flag's default: -h and every flag error print the defaults.
+// never made a flag's default: --help prints the defaults.
 type secretFlags struct {
 	given givenSecret
 	file  string
@@ -76,7 +68,7 @@ type secretFlags struct {
 }
 
 // register adds --password and --password-file for the password of what.
-func (s *secretFlags) register(fs *flag.FlagSet, what, env string) {
+func (s *secretFlags) register(fs *pflag.FlagSet, what, env string) {
 	s.env = env
 	fs.Var(&s.given, "password", "the `password` for "+what+" (default $"+env+"); other local users may see a command line: prefer --password-file")
 	fs.StringVar(&s.file, "password-file", "", "read the password for "+what+" from the first line of this `file`")
@@ -112,6 +104,8 @@ type givenSecret struct {
 }
 
 func (g *givenSecret) String() string { return "" }
+
+func (g *givenSecret) Type() string { return "password" }
 
 func (g *givenSecret) Set(v string) error {
 	g.value, g.set = v, true

@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/slotmover/slotmover/internal/cli"
 	"github.com/slotmover/slotmover/natsapi"
 	"github.com/slotmover/slotmover/sidecar"
 )
@@ -15,9 +15,9 @@ import (
 // controlCmd changes a sidecar's running tasks: pause, resume,
 // hold-cutover, release-cutover, and budget (which takes the budget
 // first).
-func controlCmd(action sidecar.Action, args []string) int {
-	cmd := string(action)
-	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+func controlCmd(cmd string, args []string) int {
+	action := sidecar.Action(cmd)
+	fs := cli.NewFlagSet(cmd)
 	var d daemonFlags
 	d.register(fs)
 	all := fs.Bool("all", false, "every running task")
@@ -25,13 +25,9 @@ func controlCmd(action sidecar.Action, args []string) int {
 	if action == sidecar.ActionBudget {
 		takes = "a budget (off, default, or max-event=DURATION,max-rise=RATIO), then one task ID or --all"
 	}
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: slotmover %s %s [--admin HOST:PORT | --nats URL --node ID | --config FILE]\n", cmd, takes)
-		fs.PrintDefaults()
-	}
-	pos, err := parseAnywhere(fs, args)
-	if err != nil {
-		return exitRefused
+	pos, code, ok := parseFlags(fs, args)
+	if !ok {
+		return code
 	}
 	if action == sidecar.ActionBudget {
 		if len(pos) == 0 {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/internal/cli"
 	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/natsapi"
@@ -47,16 +47,17 @@ type demoSummary struct {
 // empty master applied through the sidecars while a workload writes, with
 // the live view, and a final table.
 func demoCmd(args []string) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs := cli.NewFlagSet("demo")
 	keys := fs.Int("keys", 100_000, "plain sample keys (besides keys of every type and a big one of each collection type)")
 	bigElements := fs.Int("big-elements", 50_000, "elements of each big key")
 	parallel := fs.Int("parallel", 3, "moves at once (apply --parallel)")
 	keep := fs.Bool("keep", false, "leave the cluster, NATS and the sidecars running at the end, print how to reach them, and wait for Ctrl-C")
 	jsonOut := fs.Bool("json", false, "print the summary as JSON on stdout (the rest goes to stderr)")
-	if err := fs.Parse(args); err != nil {
-		return exitRefused
+	words, code, ok := parseFlags(fs, args)
+	if !ok {
+		return code
 	}
-	if refuseExtra("demo", fs.Args(), 0, flagsOnly) {
+	if refuseExtra("demo", words, 0, flagsOnly) {
 		return exitRefused
 	}
 	if *keys < 0 || *bigElements < 0 || *parallel < 1 {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/fix"
+	"github.com/slotmover/slotmover/internal/cli"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
 )
@@ -20,13 +20,10 @@ import (
 // fixCmd mends what moves that stopped half-way (a crash, a kill -9, a lost
 // network) left in the cluster, from the cluster's own state, slot by slot,
 // never removing keys that no healthy owner holds too. What it cannot judge
-// safely it leaves alone and prints as a note. Exit codes: 0 repaired (or
-// nothing to repair), 1 a repair failed, 2 refused before anything changed
-// (bad input, a move under way, or slots claimed or imported by two
-// masters: the message says which and what to check), 3 something is left
-// to an operator (the notes say what).
+// safely it leaves alone and prints as a note. Its exit codes are in
+// commands.
 func fixCmd(args []string) int {
-	fs := flag.NewFlagSet("fix", flag.ContinueOnError)
+	fs := cli.NewFlagSet("fix")
 	var cf connFlags
 	cf.register(fs)
 	node := fs.String("node", "", "any master of the cluster, `HOST:PORT`")
@@ -37,10 +34,11 @@ func fixCmd(args []string) int {
 	sleep := fs.Duration("cleanup-sleep", time.Millisecond, "pause between removal batches")
 	replicaWait := fs.Duration("replica-wait", mover.DefaultReplicaWait, "before a cleanup, wait this long for the owner's replicas to hold the keys")
 	heldBy := fs.String("held-by", "", "with --slots, `NODEID:RUNID`: that node took the slots over holding every key while its run_id was RUNID (a stopped move's target_id and target_run_id); while it still is, a slot of them it holds no key of was emptied, and copies elsewhere go")
-	if err := fs.Parse(args); err != nil {
-		return exitRefused
+	words, code, ok := parseFlags(fs, args)
+	if !ok {
+		return code
 	}
-	if refuseExtra("fix", fs.Args(), 0, flagsOnly) {
+	if refuseExtra("fix", words, 0, flagsOnly) {
 		return exitRefused
 	}
 	seed, err := cf.conn(*node)
@@ -63,7 +61,7 @@ func fixCmd(args []string) int {
 			held = []fix.Held{{Owner: id, RunID: run, Slots: only}}
 		}
 	}
-	log, lerr := cf.logger()
+	log, lerr := cf.logger(os.Stderr)
 	if err = errors.Join(err, lerr); err != nil {
 		fmt.Fprintf(os.Stderr, "slotmover fix: %v\n", err)
 		return exitRefused

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"slices"
@@ -10,20 +9,20 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/slotmover/slotmover/internal/cli"
 	"github.com/slotmover/slotmover/natsapi"
 )
 
 // lsCmd lists the sidecars that answer on NATS.
 func lsCmd(args []string) int {
-	fs := flag.NewFlagSet("ls", flag.ContinueOnError)
+	fs := cli.NewFlagSet("ls")
 	var d daemonFlags
 	d.register(fs)
 	asJSON := fs.Bool("json", false, "print the answers as JSON")
 	wait := fs.Duration("wait", time.Second, "how long to gather answers")
-	pos, err := parseAnywhere(fs, args)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "usage: slotmover ls [--json] [--wait D] (--nats URL | --config FILE) [--subject-prefix P]")
-		return exitRefused
+	pos, code, ok := parseFlags(fs, args)
+	if !ok {
+		return code
 	}
 	if refuseExtra("ls", pos, 0, flagsOnly) {
 		return exitRefused

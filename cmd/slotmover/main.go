@@ -1,19 +1,6 @@
 // Command slotmover moves Redis Cluster hash slots between masters online
-// and atomically.
-//
-//	slotmover move --source H:P --target H:P --slots 0-5460[,a-b…] [--json]
-//	slotmover plan --cluster H:P (--add N… | --drain N… | --rebalance) [--by keys|memory] [--max-moves N] [--json] [-o F]
-//	slotmover apply PLAN.json [--parallel N] [--dry-run] [--json] [--budget B]
-//	slotmover fix --node H:P [--dry-run]
-//	slotmover serve --node H:P [--config FILE] [--admin H:P] [--nats URL] [--metrics H:P]
-//	slotmover status [ID] [--json] / slotmover cancel ID|--all
-//	slotmover ls --nats URL [--json]
-//	slotmover demo
-//	slotmover version
-//
-// Exit codes of move: 0 moved; 1 failed and rolled back (the cluster as it
-// was); 2 refused before anything changed; 3 failed in a state it could not
-// undo (the message says what is left and how to repair it).
+// and atomically. "slotmover --help" lists the commands; each command's
+// --help lists its flags and what its exit codes mean.
 package main
 
 import (
@@ -21,11 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/slotmover/slotmover/sidecar"
 )
 
 const (
@@ -36,47 +20,139 @@ const (
 )
 
 func main() {
+	redis.SetLogger(goRedisLog{})
 	if len(os.Args) < 2 {
-		usage()
+		usage(os.Stderr)
 		os.Exit(exitRefused)
 	}
-	redis.SetLogger(goRedisLog{})
-	var code int
-	switch os.Args[1] {
-	case "move":
-		code = moveCmd(os.Args[2:])
-	case "fix":
-		code = fixCmd(os.Args[2:])
-	case "plan":
-		code = planCmd(os.Args[2:])
-	case "apply":
-		code = applyCmd(os.Args[2:])
-	case "demo":
-		code = demoCmd(os.Args[2:])
-	case "bench":
-		code = benchCmd(os.Args[2:])
-	case "soak":
-		code = soakCmd(os.Args[2:])
-	case "serve":
-		code = serveCmd(os.Args[2:])
-	case "status":
-		code = statusCmd(os.Args[2:])
-	case "cancel":
-		code = cancelCmd(os.Args[2:])
-	case "pause", "resume", "hold-cutover", "release-cutover", "budget":
-		code = controlCmd(sidecar.Action(os.Args[1]), os.Args[2:])
-	case "ls":
-		code = lsCmd(os.Args[2:])
-	case "version":
-		code = versionCmd(os.Args[2:])
+	switch name := os.Args[1]; name {
 	case "-h", "--help", "help":
-		usage()
+		usage(os.Stdout)
 	default:
-		fmt.Fprintf(os.Stderr, "slotmover: unknown command %q\n", os.Args[1])
-		usage()
-		code = exitRefused
+		c := lookup(name)
+		if c == nil {
+			fmt.Fprintf(os.Stderr, "slotmover: unknown command %q ('slotmover --help' lists them)\n", name)
+			os.Exit(exitRefused)
+		}
+		os.Exit(c.run(name, os.Args[2:]))
 	}
-	os.Exit(code)
+}
+
+// A command is one verb of the CLI: its synopsis and what it does (the
+// top help and its own), and how to run it.
+type command struct {
+	names    []string // the verbs it answers to
+	synopsis string   // after "slotmover "
+	about    string
+	more     string // printed after about by the command's own help only
+	exits    string // what its exit codes mean; empty: exitsDefault
+	run      func(name string, args []string) int
+}
+
+// lookup returns the command of the verb name, or nil.
+func lookup(name string) *command {
+	for i := range commands {
+		for _, n := range commands[i].names {
+			if n == name {
+				return &commands[i]
+			}
+		}
+	}
+	return nil
+}
+
+// one adapts a command that answers to one verb.
+func one(run func(args []string) int) func(string, []string) int {
+	return func(_ string, args []string) int { return run(args) }
+}
+
+// commands is filled in init: their run functions print the help, which
+// reads commands.
+var commands []command
+
+func init() {
+	sidecarVia := "[--admin HOST:PORT | --nats URL --node ID | --config FILE]"
+	commands = []command{
+		{names: []string{"move"}, run: one(moveCmd),
+			synopsis: "move --source HOST:PORT --target HOST:PORT --slots SPEC [--json] [flags]",
+			about:    "Move hash slots online from one master to another, from here.",
+			exits: `  0  moved
+  1  failed (or cancelled with Ctrl-C) and rolled back: the cluster is as it was
+  2  refused before anything changed: bad input (the message says which check failed)
+  3  failed in a state it could not undo: the message lists what is left and the
+     slotmover fix command that repairs it`},
+		{names: []string{"plan"}, run: one(planCmd),
+			synopsis: "plan --cluster HOST:PORT (--add NODE… | --drain NODE… | --rebalance) [--by keys|memory] [--max-moves N] [--json] [-o plan.json]",
+			about:    "Work out which slots to move where: add empty masters, drain masters, or even out keys or memory. Reads the cluster; changes nothing."},
+		{names: []string{"apply"}, run: one(applyCmd),
+			synopsis: "apply PLAN.json [--parallel N] [--dry-run] [--json] [--budget B] [--nats URL]",
+			about:    "Run a plan's moves, from here or through the sidecars over NATS, each checked against the cluster first.",
+			exits: `  0  every move moved (or, with --dry-run, would run)
+  1  a move failed, was refused or was skipped: the table says which and why
+  2  refused before any move started: bad input`},
+		{names: []string{"fix"}, run: one(fixCmd),
+			synopsis: "fix --node HOST:PORT [--slots SPEC] [--dry-run]",
+			about:    "Finish or undo what moves that stopped half-way (a crash, a kill -9, a lost network) left in the cluster.",
+			exits: `  0  repaired, or nothing to repair
+  1  a repair failed
+  2  refused before anything changed: bad input, a move under way, or slots
+     claimed or imported by two masters (the message says which and what to check)
+  3  something is left to an operator: the notes say what`},
+		{names: []string{"serve"}, run: one(serveCmd),
+			synopsis: "serve --node HOST:PORT [--config FILE] [--admin HOST:PORT] [--nats URL] [--metrics HOST:PORT]",
+			about:    "Run the sidecar of one master: it imports into that master, driven by CLUSTER MIGRATION on its admin port and by NATS requests.",
+			exits: `  0  stopped by SIGTERM or SIGINT, its tasks rolled back or finished
+  2  refused to start: a bad setting, or another sidecar holds the node`},
+		{names: []string{"status"}, run: one(statusCmd),
+			synopsis: "status [ID] [--json] " + sidecarVia,
+			about:    "Show a sidecar's tasks, over its admin port or NATS."},
+		{names: []string{"cancel"}, run: one(cancelCmd),
+			synopsis: "cancel ID|--all " + sidecarVia,
+			about:    "Cancel a sidecar's task (it rolls back), or all of them."},
+		{names: []string{"pause", "resume", "hold-cutover", "release-cutover"}, run: controlCmd,
+			synopsis: "pause|resume|hold-cutover|release-cutover ID|--all " + sidecarVia,
+			about:    "Hold a running move's copy, or its cutover (an operator's window), and let it go on."},
+		{names: []string{"budget"}, run: controlCmd,
+			synopsis: "budget off|default|max-event=D,max-rise=R ID|--all " + sidecarVia,
+			about:    "Change a running move's impact budget."},
+		{names: []string{"ls"}, run: one(lsCmd),
+			synopsis: "ls (--nats URL | --config FILE) [--json] [--wait D]",
+			about:    "List the sidecars that answer on NATS: node, alias, address, running tasks."},
+		{names: []string{"demo"}, run: one(demoCmd),
+			synopsis: "demo [--keys N] [--parallel N] [--keep]",
+			about:    "Start a local cluster of 3 masters and an empty one with a sidecar each, load sample keys, and rebalance onto the empty master under a workload."},
+		{names: []string{"bench"}, run: one(benchCmd),
+			synopsis: "bench [flags]",
+			about:    "Compare slotmover with redis-cli --cluster reshard/rebalance and the built-in migration on fresh local clusters.",
+			more: `For each workload and method, starts a fresh cluster of 4 local redis-server
+masters (3 holding every slot, 1 empty; none ever had a replica, as in a
+cluster built for a cache; the fleet workload: --fleet-masters and
+--fleet-new masters, each with a replica), fills it identically, times the move
+(cleanup of the source included) while it counts the sources' forks and
+PINGs them every ~1 ms, and checks the result. Prints one table with the
+median of --runs runs.`,
+			exits: `  0  every run moved and passed its checks
+  1  a run failed or a check did not pass: the table says which
+  2  bad input`},
+		{names: []string{"soak"}, run: one(soakCmd),
+			synopsis: "soak --cluster HOST:PORT --duration D [flags]",
+			about:    "Move slots back and forth under a checked workload, then verify every key.",
+			exits: `  0  no write lost, and every move moved or rolled back cleanly
+  1  otherwise, or the soak could not run
+  2  bad input`},
+		{names: []string{"version"}, run: one(versionCmd),
+			synopsis: "version",
+			about:    "Print the build's version, Go version and platform."},
+	}
+}
+
+// usage prints every command's synopsis.
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: slotmover COMMAND [flags]   ('slotmover COMMAND --help' for each)")
+	fmt.Fprintln(w)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  slotmover %s\n      %s\n", c.synopsis, c.about)
+	}
 }
 
 // printJSON writes v as indented JSON: the --json output of the commands
@@ -85,60 +161,4 @@ func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-// flagsOnly is what a command that takes no positional argument takes.
-const flagsOnly = "only flags (a flag's value is one word: a list is comma-separated)"
-
-// refuseExtra reports whether args, the positional arguments given to
-// cmd, are more than the n it takes, after printing one line that names
-// the surplus and says what cmd takes. Ignored, they would have the
-// command do less than asked: "move --slots 0-10 20-30" moved 0-10 alone.
-func refuseExtra(cmd string, args []string, n int, takes string) bool {
-	if len(args) <= n {
-		return false
-	}
-	extra := args[n:]
-	quoted := make([]string, len(extra))
-	for i, a := range extra {
-		quoted[i] = strconv.Quote(a)
-	}
-	plural := ""
-	if len(extra) > 1 {
-		plural = "s"
-	}
-	fmt.Fprintf(os.Stderr, "slotmover %s: unexpected argument%s %s: %s takes %s\n", cmd, plural, strings.Join(quoted, " "), cmd, takes)
-	return true
-}
-
-func usage() {
-	fmt.Fprint(os.Stderr, `usage:
-  slotmover move --source HOST:PORT --target HOST:PORT --slots SPEC [--json] [flags]
-      move hash slots online; 'slotmover move -h' lists the tunables
-  slotmover serve --node HOST:PORT [--config FILE] [--admin HOST:PORT] [--nats URL] [--metrics HOST:PORT]
-      the sidecar: imports into the local master, driven by CLUSTER MIGRATION on the admin port
-      and by NATS requests; 'slotmover serve -h' lists every setting
-  slotmover status [ID] [--json] [--admin HOST:PORT | --nats URL --node ID]
-  slotmover cancel ID|--all [--admin HOST:PORT | --nats URL --node ID]
-      a sidecar's tasks, over its admin port (or NATS)
-  slotmover pause|resume|hold-cutover|release-cutover ID|--all [--admin HOST:PORT | --nats URL --node ID]
-  slotmover budget off|default|max-event=D,max-rise=R ID|--all [--admin HOST:PORT | --nats URL --node ID]
-      hold a running move's copy, or its cutover (an operator's window); change its impact budget
-  slotmover ls (--nats URL | --config FILE) [--json] [--wait D]
-      the sidecars that answer on NATS: node, alias, address, running tasks
-  slotmover plan --cluster HOST:PORT (--add NODE… | --drain NODE… | --rebalance) [--by keys|memory] [--max-moves N] [--json] [-o plan.json]
-      work out which slots to move where: add empty masters, drain masters, or even out keys or memory
-  slotmover apply PLAN.json [--parallel N] [--dry-run] [--json] [--budget B]
-      run a plan's moves from here, each checked against the cluster first
-  slotmover fix --node HOST:PORT [--dry-run]
-      finish or undo what moves that stopped half-way (crash, kill) left in the cluster
-  slotmover demo
-      start a local 4-master cluster, load sample keys, move slots 0-5460, print the summary
-  slotmover bench [flags]
-      compare slotmover with redis-cli --cluster reshard on fresh local clusters
-  slotmover soak --cluster HOST:PORT --duration D [flags]
-      move slots back and forth under a checked workload; report lost writes
-  slotmover version
-      the build's version, Go version and platform
-`)
 }

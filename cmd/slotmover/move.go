@@ -4,22 +4,27 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/spf13/pflag"
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
+
 	"github.com/slotmover/slotmover/cutover"
+	"github.com/slotmover/slotmover/internal/cli"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/throttle"
 )
 
-// moveFlags are the flags of move, shared with demo.
+// moveFlags are the flags of move.
 type moveFlags struct {
 	connFlags
 	opts     mover.Options
@@ -27,7 +32,7 @@ type moveFlags struct {
 	jsonOut  bool
 }
 
-func (f *moveFlags) register(fs *flag.FlagSet) {
+func (f *moveFlags) register(fs *pflag.FlagSet) {
 	o := &f.opts
 	fs.StringVar(&o.Source.Addr, "source", "", "source master `HOST:PORT`")
 	fs.StringVar(&o.Target.Addr, "target", "", "target master `HOST:PORT`")
@@ -75,18 +80,19 @@ func (f *moveFlags) resolve() error {
 			return err
 		}
 	}
-	o.Logger, err = f.logger()
+	o.Logger, err = f.logger(os.Stderr)
 	return err
 }
 
 func moveCmd(args []string) int {
-	fs := flag.NewFlagSet("move", flag.ContinueOnError)
+	fs := cli.NewFlagSet("move")
 	var f moveFlags
 	f.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return exitRefused
+	words, code, ok := parseFlags(fs, args)
+	if !ok {
+		return code
 	}
-	if refuseExtra("move", fs.Args(), 0, flagsOnly) {
+	if refuseExtra("move", words, 0, flagsOnly) {
 		return exitRefused
 	}
 	if err := f.resolve(); err != nil {
@@ -100,25 +106,15 @@ func moveCmd(args []string) int {
 
 // runMove runs the move and prints its outcome; it returns the exit code.
 func runMove(ctx context.Context, f *moveFlags, stdout, stderr io.Writer) int {
+	var show *moveProgress
 	if isTerminal(stderr) {
-		f.opts.Progress = func(p mover.Progress) {
-			lag := "-"
-			if p.Lag >= 0 {
-				lag = fmt.Sprintf("%dB", p.Lag)
-			}
-			rate := float64(p.KeysCopied) / max(p.Elapsed.Seconds(), 0.001)
-			held := ""
-			if len(p.Holding) > 0 {
-				held = "  held: " + strings.Join(p.Holding, "; ")
-			}
-			fmt.Fprintf(stderr, "\r\033[K%-9s keys %d  %.1f MB  %.0f keys/s  big %d  delta %d  lag %s  %s  throttled %s%s",
-				p.Phase, p.KeysCopied, float64(p.BytesCopied)/1e6, rate, p.BigKeys, p.DeltaCommands, lag, p.Elapsed.Truncate(100*time.Millisecond),
-				p.Throttled.Truncate(100*time.Millisecond), held)
-		}
+		show = newMoveProgress(ctx, stderr)
+		f.opts.Progress = show.update
+		f.opts.Logger, _ = f.logger(show.bars) // checked in resolve; the lines go above the bar
 	}
 	sum, err := mover.Run(ctx, f.opts)
-	if f.opts.Progress != nil {
-		fmt.Fprintln(stderr)
+	if show != nil {
+		show.end(sum.Result == mover.ResultMoved)
 	}
 	if f.jsonOut {
 		enc := json.NewEncoder(stdout)
@@ -146,6 +142,59 @@ func runMove(ctx context.Context, f *moveFlags, stdout, stderr io.Writer) int {
 	default:
 		return exitFailed
 	}
+}
+
+// moveProgress shows a move's progress on a terminal: a spinner and one
+// line of counts under the log, on the progress library apply's bars use.
+type moveProgress struct {
+	bars *mpb.Progress
+	bar  *mpb.Bar
+	mu   sync.Mutex
+	last mover.Progress
+}
+
+func newMoveProgress(ctx context.Context, w io.Writer) *moveProgress {
+	m := &moveProgress{bars: mpb.NewWithContext(ctx, mpb.WithOutput(w), mpb.WithRefreshRate(250*time.Millisecond))}
+	m.bar = m.bars.New(0, mpb.SpinnerStyle(), mpb.BarWidth(1), mpb.BarFillerClearOnComplete(), mpb.AppendDecorators(decor.Any(func(decor.Statistics) string {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return progressLine(m.last)
+	})))
+	return m
+}
+
+func (m *moveProgress) update(p mover.Progress) {
+	m.mu.Lock()
+	m.last = p
+	m.mu.Unlock()
+	m.bar.SetCurrent(p.KeysCopied)
+}
+
+// end leaves the last line on the terminal and waits for it to be drawn.
+func (m *moveProgress) end(moved bool) {
+	if moved {
+		m.bar.SetTotal(-1, true)
+	} else {
+		m.bar.Abort(false)
+	}
+	m.bars.Wait()
+}
+
+// progressLine is what a move's progress shows: its phase, the copy, the
+// stream, and what held it.
+func progressLine(p mover.Progress) string {
+	lag := "-"
+	if p.Lag >= 0 {
+		lag = fmt.Sprintf("%dB", p.Lag)
+	}
+	rate := float64(p.KeysCopied) / max(p.Elapsed.Seconds(), 0.001)
+	held := ""
+	if len(p.Holding) > 0 {
+		held = "  held: " + strings.Join(p.Holding, "; ")
+	}
+	return fmt.Sprintf("%-9s keys %d  %.1f  %.0f keys/s  big %d  delta %d  lag %s  %s  throttled %s%s",
+		p.Phase, p.KeysCopied, decor.SizeB1024(p.BytesCopied), rate, p.BigKeys, p.DeltaCommands, lag, p.Elapsed.Truncate(100*time.Millisecond),
+		p.Throttled.Truncate(100*time.Millisecond), held)
 }
 
 func isTerminal(w io.Writer) bool {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/slotmover/slotmover/internal/cli"
 	"github.com/slotmover/slotmover/planner"
 )
 
@@ -22,6 +22,8 @@ import (
 type nodeList []string
 
 func (l *nodeList) String() string { return strings.Join(*l, ",") }
+
+func (l *nodeList) Type() string { return "nodes" }
 
 func (l *nodeList) Set(v string) error {
 	for _, n := range strings.Split(v, ",") {
@@ -32,29 +34,8 @@ func (l *nodeList) Set(v string) error {
 	return nil
 }
 
-// parseWithNodes parses args, taking the words that are not flags (the
-// nodes after --add or --drain: "--add A B --json") as positional.
-func parseWithNodes(fs *flag.FlagSet, args []string) ([]string, error) {
-	var rest []string
-	for i := 0; i < len(args)+1; i++ { // each round consumes at least one word
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			break
-		}
-		if args[0] == "--" {
-			return append(rest, args[1:]...), nil
-		}
-		rest = append(rest, args[0])
-		args = args[1:]
-	}
-	return rest, nil
-}
-
 func planCmd(args []string) int {
-	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
+	fs := cli.NewFlagSet("plan")
 	var cf connFlags
 	var seed, by, out string
 	var add, drain nodeList
@@ -69,15 +50,11 @@ func planCmd(args []string) int {
 	fs.IntVar(&maxMoves, "max-moves", 0, "at most this many moves (one source, one target each); 0 for no bound")
 	fs.Int64Var(&bigKeyBytes, "big-key-bytes", planner.DefaultBigKeyBytes, "list the moving keys of at least this many `bytes` (MEMORY USAGE) as big keys")
 	fs.BoolVar(&jsonOut, "json", false, "print the plan as JSON instead of a table")
-	fs.StringVar(&out, "o", "", "write the plan (JSON) to this `file`, for slotmover apply")
+	fs.StringVarP(&out, "output", "o", "", "write the plan (JSON) to this `file`, for slotmover apply")
 	cf.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: slotmover plan --cluster HOST:PORT (--add NODE… | --drain NODE… | --rebalance) [--by keys|memory] [--max-moves N] [--big-key-bytes N] [--json] [-o plan.json]")
-		fs.PrintDefaults()
-	}
-	extra, err := parseWithNodes(fs, args)
-	if err != nil {
-		return exitRefused
+	extra, code, ok := parseFlags(fs, args)
+	if !ok {
+		return code
 	}
 	bad := func(format string, a ...any) int {
 		fmt.Fprintf(os.Stderr, "slotmover plan: "+format+"\n", a...)
@@ -85,7 +62,7 @@ func planCmd(args []string) int {
 	}
 	// The words beside the flags are nodes of --add or --drain, if given.
 	nodes := 0
-	if flagSet(fs, "add") || flagSet(fs, "drain") {
+	if fs.Changed("add") || fs.Changed("drain") {
 		nodes = len(extra)
 	}
 	if refuseExtra("plan", extra, nodes, "words only as the nodes of --add or --drain") {
@@ -93,11 +70,11 @@ func planCmd(args []string) int {
 	}
 	req := planner.Request{By: planner.Weight(by), MaxMoves: maxMoves}
 	modes := 0
-	if len(add) > 0 || flagSet(fs, "add") {
+	if len(add) > 0 || fs.Changed("add") {
 		modes++
 		req.Mode, req.Nodes = planner.Add, append(add, extra...)
 	}
-	if len(drain) > 0 || flagSet(fs, "drain") {
+	if len(drain) > 0 || fs.Changed("drain") {
 		modes++
 		req.Mode, req.Nodes = planner.Drain, append(drain, extra...)
 	}
@@ -155,13 +132,6 @@ func planCmd(args []string) int {
 		}
 	}
 	return exitMoved
-}
-
-// flagSet reports whether the flag was given (even empty).
-func flagSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
 }
 
 // printPlan writes p as tables: the moves, then every master's weight

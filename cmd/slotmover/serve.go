@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -17,6 +16,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/nats-io/nats.go"
 
@@ -38,8 +39,9 @@ const shutdownGrace = 2 * time.Minute
 // the admin port and NATS, until SIGTERM or SIGINT.
 func serveCmd(args []string) int {
 	c, err := config.Load(args, os.Getenv)
-	if errors.Is(err, flag.ErrHelp) {
-		config.Usage(os.Stderr)
+	if errors.Is(err, pflag.ErrHelp) {
+		config.Usage(os.Stdout)
+		printExits(os.Stdout, lookup("serve"))
 		return 0
 	}
 	if err != nil {

@@ -3,23 +3,21 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"github.com/slotmover/slotmover/internal/cli"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/soak"
 )
 
 // soakCmd runs a checked workload on a cluster while moving slots, then
-// verifies every key. Exit codes: 0 no write lost and every move moved or
-// rolled back cleanly; 1 otherwise (or the soak could not run); 2 bad input.
+// verifies every key.
 func soakCmd(args []string) int {
-	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
+	fs := cli.NewFlagSet("soak")
 	var c soak.Config
 	fs.StringVar(&c.Addr, "cluster", "", "any node of the cluster, `HOST:PORT`")
 	fs.DurationVar(&c.Duration, "duration", 0, "how long the workload runs (required); moves still running then get --move-grace to finish")
@@ -44,12 +42,14 @@ func soakCmd(args []string) int {
 	fs.StringVar(&c.Username, "user", "", "ACL user for Redis")
 	var password secretFlags
 	password.register(fs, "Redis", "SLOTMOVER_PASSWORD")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error (logs go to stderr)")
+	var lf logFlags
+	lf.register(fs)
 	crashEvery := fs.Int("crash-every", 0, "make every Nth move stop right after the source's release, as a crash there would, and have fix give it back to the source (0: never)")
-	if err := fs.Parse(args); err != nil {
-		return exitRefused
+	words, code, ok := parseFlags(fs, args)
+	if !ok {
+		return code
 	}
-	if refuseExtra("soak", fs.Args(), 0, flagsOnly) {
+	if refuseExtra("soak", words, 0, flagsOnly) {
 		return exitRefused
 	}
 	var err error
@@ -64,12 +64,11 @@ func soakCmd(args []string) int {
 	if c.HotShare == 0 {
 		c.HotShare = -1 // the library reads 0 as its default
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(os.Stderr, "slotmover soak: --log-level: %v\n", err)
+
+	if c.Logger, err = lf.logger(os.Stderr); err != nil {
+		fmt.Fprintf(os.Stderr, "slotmover soak: %v\n", err)
 		return exitRefused
 	}
-	c.Logger = commandLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 	if *crashEvery > 0 {
 		creds := mover.Conn{Username: c.Username, Password: c.Password}
 		c.Mover = soak.CrashingMover(mover.Options{Source: creds, Target: creds, Logger: c.Logger}, *crashEvery)

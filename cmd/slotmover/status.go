@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,8 +12,11 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotmover/slotmover/internal/cli"
 	"github.com/slotmover/slotmover/internal/config"
 	"github.com/slotmover/slotmover/natsapi"
 )
@@ -28,7 +30,7 @@ type daemonFlags struct {
 	config        string
 }
 
-func (d *daemonFlags) register(fs *flag.FlagSet) {
+func (d *daemonFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&d.admin, "admin", "127.0.0.1:7100", "the sidecar's admin port, `HOST:PORT`")
 	d.password.register(fs, "the admin port", "SLOTMOVER_ADMIN_PASSWORD")
 	fs.StringVar(&d.natsURL, "nats", "", "ask over NATS instead, at this `URL` (with --node)")
@@ -138,22 +140,6 @@ func (d *daemonFlags) askNATS(ctx context.Context, verb, id string) ([]map[strin
 	return out, nil
 }
 
-// parseAnywhere parses the flags wherever they stand among the positional
-// arguments, and returns those.
-func parseAnywhere(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return pos, nil
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-}
-
 // refusePassword reports whether the admin password cannot be had (both
 // --password and --password-file, an unreadable file), after saying why:
 // that is bad input, refused before anything is asked.
@@ -167,14 +153,13 @@ func refusePassword(cmd string, d *daemonFlags) bool {
 
 // statusCmd prints a sidecar's tasks.
 func statusCmd(args []string) int {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs := cli.NewFlagSet("status")
 	var d daemonFlags
 	d.register(fs)
 	asJSON := fs.Bool("json", false, "print the records as JSON")
-	pos, err := parseAnywhere(fs, args)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "usage: slotmover status [ID] [--json] [--admin HOST:PORT | --nats URL --node ID | --config FILE]")
-		return exitRefused
+	pos, code, ok := parseFlags(fs, args)
+	if !ok {
+		return code
 	}
 	if refuseExtra("status", pos, 1, "one task ID at most") || refusePassword("status", &d) {
 		return exitRefused
@@ -230,13 +215,13 @@ func cell(v any) string {
 
 // cancelCmd cancels one task of a sidecar, or all with --all.
 func cancelCmd(args []string) int {
-	fs := flag.NewFlagSet("cancel", flag.ContinueOnError)
+	fs := cli.NewFlagSet("cancel")
 	var d daemonFlags
 	d.register(fs)
 	all := fs.Bool("all", false, "cancel every running task")
-	pos, err := parseAnywhere(fs, args)
-	if err != nil {
-		return exitRefused
+	pos, code, ok := parseFlags(fs, args)
+	if !ok {
+		return code
 	}
 	ids := 1
 	if *all {

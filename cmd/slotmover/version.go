@@ -5,6 +5,8 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/slotmover/slotmover/internal/cli"
 )
 
 // version is set by a release build (-ldflags "-X main.version=v1.2.3").
@@ -41,7 +43,11 @@ func buildVersion() string {
 }
 
 func versionCmd(args []string) int {
-	if refuseExtra("version", args, 0, "no argument") {
+	words, code, ok := parseFlags(cli.NewFlagSet("version"), args)
+	if !ok {
+		return code
+	}
+	if refuseExtra("version", words, 0, "no argument") {
 		return exitRefused
 	}
 	fmt.Fprintf(os.Stdout, "slotmover %s %s %s/%s\n", buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)

@@ -3,7 +3,6 @@ package config
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/throttle"
+	"github.com/spf13/pflag"
 )
 
 func TestDefaults(t *testing.T) {
@@ -374,7 +374,7 @@ func TestLogger(t *testing.T) {
 
 func TestHelp(t *testing.T) {
 	_, err := Load([]string{"-h"}, nil)
-	if !errors.Is(err, flag.ErrHelp) {
+	if !errors.Is(err, pflag.ErrHelp) {
 		t.Fatalf("-h: %v", err)
 	}
 	var buf bytes.Buffer

@@ -138,16 +138,34 @@ func (m Move) Options(base mover.Options) mover.Options {
 // Logger returns the daemon's logger, writing to w in the section's format
 // from its level up.
 func (l Log) Logger(w io.Writer) (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(l.Level)); err != nil {
+	level, err := ParseLogLevel(l.Level)
+	if err != nil {
 		return nil, fmt.Errorf("log.level: %w", err)
 	}
-	opts := &slog.HandlerOptions{Level: level}
-	switch l.Format {
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	case "text", "":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+	if err := CheckLogFormat(l.Format); err != nil {
+		return nil, fmt.Errorf("log.format: %w", err)
 	}
-	return nil, fmt.Errorf("log.format: want text or json, not %q", l.Format)
+	opts := &slog.HandlerOptions{Level: level}
+	if l.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, opts)), nil
+}
+
+// ParseLogLevel reads debug, info, warn or error (slog's names, in any
+// case, with an offset such as warn+1).
+func ParseLogLevel(s string) (slog.Level, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("want debug, info, warn or error, not %q", s)
+	}
+	return level, nil
+}
+
+// CheckLogFormat accepts text (or empty, the default) and json.
+func CheckLogFormat(s string) error {
+	if s != "text" && s != "json" && s != "" {
+		return fmt.Errorf("want text or json, not %q", s)
+	}
+	return nil
 }

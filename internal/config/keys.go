@@ -27,7 +27,7 @@ type key struct {
 	typ   reflect.Type // its type
 }
 
-// keys lists every setting, in the order -h shows them. A test checks that
+// keys lists every setting, in the order --help shows them. A test checks that
 // each field of Serve has exactly one.
 var keys = []*key{
 	{path: "node.address", flag: "node", usage: "the local master this sidecar serves, `HOST:PORT` (required)"},

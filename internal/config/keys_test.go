@@ -1,12 +1,13 @@
 package config
 
 import (
-	"flag"
 	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 )
 
 // Every flag of serve has an environment variable and a YAML key, and the
@@ -16,7 +17,7 @@ import (
 func TestEveryFlagHasEnvAndYAMLKey(t *testing.T) {
 	fs, _ := flagSet()
 	var flags []string
-	fs.VisitAll(func(f *flag.Flag) { flags = append(flags, f.Name) })
+	fs.VisitAll(func(f *pflag.Flag) { flags = append(flags, f.Name) })
 	if len(flags) != len(keys)+1 {
 		t.Fatalf("%d flags for %d keys and --config", len(flags), len(keys))
 	}

@@ -2,11 +2,13 @@ package config
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"reflect"
 	"strings"
+
+	"github.com/slotmover/slotmover/internal/cli"
+	"github.com/spf13/pflag"
 )
 
 // Load builds the configuration of `slotmover serve` from its arguments
@@ -14,8 +16,8 @@ import (
 // lookup in tests): the defaults, then the YAML file named by --config or
 // $SLOTMOVER_CONFIG, then every SLOTMOVER_* variable that is set and not
 // empty, then the flags given. It checks the result and reads the password
-// and token files, so that what it returns is ready to use. -h or -help
-// returns flag.ErrHelp (print Usage then). Every error names the key, and
+// and token files, so that what it returns is ready to use. -h or --help
+// returns pflag.ErrHelp (print Usage then). Every error names the key, and
 // where its value came from.
 func Load(args []string, env func(string) string) (*Serve, error) {
 	c, err := load(args, env)
@@ -34,7 +36,7 @@ func load(args []string, env func(string) string) (*Serve, error) {
 		env = func(string) string { return "" }
 	}
 	fs, given := flagSet()
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -86,15 +88,16 @@ func load(args []string, env func(string) string) (*Serve, error) {
 // flagSet returns the flags of serve: --config and one flag per key. The
 // flags given are recorded in order in *given, checked but not applied:
 // they go on top of the file and the environment, which are read after.
-func flagSet() (*flag.FlagSet, *[]givenFlag) {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // Load returns the errors; Usage prints the help
-	fs.Usage = func() {}
+func flagSet() (*pflag.FlagSet, *[]givenFlag) {
+	fs := cli.NewFlagSet("serve") // Load returns the errors; Usage prints the help
 	fs.String(configFlag, "", "read the configuration from this YAML `file`")
 	given := new([]givenFlag)
 	def := Defaults()
 	for _, k := range keys {
-		fs.Var(&flagValue{key: k, given: given, def: format(k.field(def))}, k.flag, k.usage)
+		f := fs.VarPF(&flagValue{key: k, given: given, def: format(k.field(def))}, k.flag, "", k.usage)
+		if k.typ.Kind() == reflect.Bool {
+			f.NoOptDefVal = "true" // --node-tls alone turns it on
+		}
 	}
 	return fs, given
 }
@@ -104,7 +107,7 @@ type givenFlag struct {
 	value reflect.Value
 }
 
-// flagValue is the flag.Value of a key.
+// flagValue is the pflag.Value of a key.
 type flagValue struct {
 	key   *key
 	given *[]givenFlag
@@ -127,8 +130,17 @@ func (f *flagValue) Set(s string) error {
 	return nil
 }
 
-func (f *flagValue) IsBoolFlag() bool {
-	return f != nil && f.key != nil && f.key.typ.Kind() == reflect.Bool
+// Type names the value in the help where the usage has no `word`.
+func (f *flagValue) Type() string {
+	switch {
+	case f.key.typ == durationType:
+		return "duration"
+	case f.key.typ.Kind() == reflect.Bool:
+		return "bool" // pflag prints no value for it
+	case f.key.typ.Kind() == reflect.String:
+		return "string"
+	}
+	return "n"
 }
 
 // Usage prints the flags of serve, each with its YAML key, its
@@ -153,18 +165,8 @@ YAML file, then SLOTMOVER_* environment variables, then the flags given.
 }
 
 // printFlag prints one flag; k is nil for --config.
-func printFlag(w io.Writer, f *flag.Flag, k *key) {
-	name, usage := flag.UnquoteUsage(f)
-	if k != nil && name == "value" { // no `word` in the usage: name the type
-		switch {
-		case k.typ == durationType:
-			name = "duration"
-		case k.typ.Kind() == reflect.String:
-			name = "string"
-		default:
-			name = "n"
-		}
-	}
+func printFlag(w io.Writer, f *pflag.Flag, k *key) {
+	name, usage := pflag.UnquoteUsage(f)
 	if name != "" {
 		name = " " + name
 	}
