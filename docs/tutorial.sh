@@ -40,8 +40,8 @@ id2=$(redis-cli -p $((base + 2)) cluster myid)
 key=$(redis-cli -p $((base + 2)) cluster getkeysinslot 6000 1)
 redis-cli -p $((base + 4)) cluster setslot 6000 importing "$id2"
 printf 'ASKING\nSET %s copy\n' "$key" | redis-cli -p $((base + 4))
-slotmover fix --node 127.0.0.1:$((base + 1)) --dry-run
-slotmover fix --node 127.0.0.1:$((base + 1))
+slotmover fix --cluster 127.0.0.1:$((base + 1)) --dry-run
+slotmover fix --cluster 127.0.0.1:$((base + 1))
 redis-cli --cluster check 127.0.0.1:$((base + 1)) | grep -E 'keys \||OK'
 
 step "4. NATS (with JetStream, for the task records) and a sidecar beside each master"

@@ -727,7 +727,7 @@ func (t *task) finish() Summary {
 // servers, which the first line runs.
 func (t *task) repair() []string {
 	src, tgt := hostPort(t.opts.Source.Addr), hostPort(t.opts.Target.Addr)
-	fixCmd := fmt.Sprintf("slotmover fix --node %s --slots %s", t.opts.Target.Addr, t.opts.Slots)
+	fixCmd := fmt.Sprintf("slotmover fix --cluster %s --slots %s", t.opts.Target.Addr, t.opts.Slots)
 	if t.m.Released() && t.sum.TargetRunID != "" {
 		fixCmd += fmt.Sprintf(" --held-by %s:%s", t.sum.TargetID, t.sum.TargetRunID)
 	}

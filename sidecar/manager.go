@@ -424,7 +424,7 @@ func (l *Local) repair(ctx context.Context, rec Task) Task {
 	}
 	repairs, notes, err := fix.Run(ctx, fix.Options{Seed: l.cfg.Node, Slots: set, Cleanup: l.cfg.Move.Cleanup, ReplicaWait: l.cfg.Move.ReplicaWait, Held: held, Logger: l.log})
 	if err != nil {
-		rec.LastError = fmt.Sprintf("interrupted; fix could not repair it (run slotmover fix --node %s --slots %s): %v", l.cfg.Node.Addr, rec.Slots, err)
+		rec.LastError = fmt.Sprintf("interrupted; fix could not repair it (run slotmover fix --cluster %s --slots %s): %v", l.cfg.Node.Addr, rec.Slots, err)
 		return rec
 	}
 	node := l.cfg.Node.Client()
@@ -447,7 +447,7 @@ func (l *Local) repair(ctx context.Context, rec Task) Task {
 	switch {
 	case len(notes) > 0:
 		rec.Result = mover.ResultStuck
-		rec.LastError += fmt.Sprintf("; left to an operator (run slotmover fix --node %s --slots %s once checked): %s", l.cfg.Node.Addr, rec.Slots, strings.Join(notes, "; "))
+		rec.LastError += fmt.Sprintf("; left to an operator (run slotmover fix --cluster %s --slots %s once checked): %s", l.cfg.Node.Addr, rec.Slots, strings.Join(notes, "; "))
 	case here:
 		rec.State, rec.Result = StateCompleted, mover.ResultMoved
 	case back:

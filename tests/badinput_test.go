@@ -628,6 +628,7 @@ func TestStuckMoveIsRepairedByThePrintedCommand(t *testing.T) {
 	if err := localcluster.CheckWithRedisCli(ctx, c.Nodes[0].Addr); err != nil {
 		t.Fatal(err)
 	}
+	// --node: the old name of --cluster, kept for scripts.
 	if code, stdout, _ := runCLI(t, "fix", "--node", c.Nodes[0].Addr); code != 0 || !strings.Contains(stdout, "nothing to repair") {
 		t.Fatalf("fix after the repair: exit %d\n%s", code, stdout)
 	}

@@ -397,7 +397,7 @@ func TestClaimsFixDryRunChangesNothing(t *testing.T) {
 	}
 
 	before := settledState(t, nodeAddrs(c))
-	code, stdout, stderr := runFix(t, "--node", C, "--dry-run")
+	code, stdout, stderr := runFix(t, "--cluster", C, "--dry-run")
 	if code != 0 {
 		t.Fatalf("fix --dry-run: exit %d, want 0\n%s%s", code, stdout, stderr)
 	}
@@ -422,7 +422,7 @@ func TestClaimsFixDryRunChangesNothing(t *testing.T) {
 	}
 
 	// The real run makes exactly the repairs the dry run named.
-	code, stdout, stderr = runFix(t, "--node", C)
+	code, stdout, stderr = runFix(t, "--cluster", C)
 	if code != 0 {
 		t.Fatalf("fix: exit %d, want 0\n%s%s", code, stdout, stderr)
 	}
@@ -470,7 +470,7 @@ func TestClaimsFixForceGoesPastAHangingMove(t *testing.T) {
 	}
 
 	before := settledState(t, nodeAddrs(c))
-	for _, args := range [][]string{{"--node", D}, {"--node", D, "--dry-run"}} {
+	for _, args := range [][]string{{"--cluster", D}, {"--cluster", D, "--dry-run"}} {
 		code, stdout, stderr := runFix(t, args...)
 		if code != 2 {
 			t.Fatalf("fix %v with a move's connection open: exit %d, want 2 (refused)\n%s%s", args, code, stdout, stderr)
@@ -484,7 +484,7 @@ func TestClaimsFixForceGoesPastAHangingMove(t *testing.T) {
 		assertSameState(t, fmt.Sprintf("fix %v (refused)", args), nodeAddrs(c), before)
 	}
 
-	code, stdout, stderr := runFix(t, "--node", D, "--force")
+	code, stdout, stderr := runFix(t, "--cluster", D, "--force")
 	if code != 0 || !strings.Contains(stdout, "done: rollback slots 0-49 on "+D+": ") {
 		t.Fatalf("fix --force: exit %d, want 0 and the rollback done\n%s%s", code, stdout, stderr)
 	}
@@ -497,7 +497,7 @@ func TestClaimsFixForceGoesPastAHangingMove(t *testing.T) {
 	if list := hung.ClientList(ctx).Val(); !strings.Contains(list, "name=slotmover:ghost-task") {
 		t.Fatalf("the move's connection is gone after fix --force:\n%s", list)
 	}
-	if code, stdout, stderr := runFix(t, "--node", D); code != 2 {
+	if code, stdout, stderr := runFix(t, "--cluster", D); code != 2 {
 		t.Fatalf("fix without --force, the connection still open: exit %d, want 2\n%s%s", code, stdout, stderr)
 	}
 	conn.Close() // back to its pool, then the pool closes
@@ -508,7 +508,7 @@ func TestClaimsFixForceGoesPastAHangingMove(t *testing.T) {
 		list, err := other.ClientList(ctx).Result()
 		return err == nil && !strings.Contains(list, "name=slotmover:ghost-task")
 	})
-	if code, stdout, stderr := runFix(t, "--node", D); code != 0 || !strings.Contains(stdout, "nothing to repair") {
+	if code, stdout, stderr := runFix(t, "--cluster", D); code != 0 || !strings.Contains(stdout, "nothing to repair") {
 		t.Fatalf("fix once the connection is closed: exit %d, want 0 and nothing to repair\n%s%s", code, stdout, stderr)
 	}
 }
@@ -574,7 +574,7 @@ func TestClaimsFixExitStatus(t *testing.T) {
 	}
 
 	before := settledState(t, nodeAddrs(c))
-	code, stdout, stderr := runFix(t, "--node", B, "--replica-wait", "1s")
+	code, stdout, stderr := runFix(t, "--cluster", B, "--replica-wait", "1s")
 	if code != 1 {
 		t.Fatalf("fix with a repair that fails: exit %d, want 1\n%s%s", code, stdout, stderr)
 	}
@@ -587,7 +587,7 @@ func TestClaimsFixExitStatus(t *testing.T) {
 	assertSameState(t, "the failed fix", nodeAddrs(c), before)
 
 	resume()
-	code, stdout, stderr = runFix(t, "--node", B)
+	code, stdout, stderr = runFix(t, "--cluster", B)
 	if code != 0 || !strings.Contains(stdout, "done: cleanup slots 6000-6009 on "+D+": ") {
 		t.Fatalf("fix with the replica back: exit %d, want 0 and the cleanup done\n%s%s", code, stdout, stderr)
 	}
@@ -598,7 +598,7 @@ func TestClaimsFixExitStatus(t *testing.T) {
 		t.Fatalf("B holds %d keys of %s, want %d", n, orphaned, len(keys))
 	}
 	assertEveryKeyOnce(t, nodeAddrs(c), len(keys)+1)
-	if code, stdout, stderr := runFix(t, "--node", B); code != 0 || !strings.Contains(stdout, "nothing to repair") {
+	if code, stdout, stderr := runFix(t, "--cluster", B); code != 0 || !strings.Contains(stdout, "nothing to repair") {
 		t.Fatalf("fix after the repairs: exit %d, want 0 and nothing to repair\n%s%s", code, stdout, stderr)
 	}
 }
@@ -713,7 +713,7 @@ func TestClaimsFixWithAMasterDown(t *testing.T) {
 	plantOrphans(t, c, 1, 3, orphaned, ok)
 	cBefore := clusterState(t, []string{C})
 	downNode(t, c.Nodes[2])
-	code, stdout, stderr := runFix(t, "--node", A)
+	code, stdout, stderr := runFix(t, "--cluster", A)
 	if code != 3 {
 		t.Fatalf("fix with C down: exit %d, want 3 (C left to an operator)\n%s%s", code, stdout, stderr)
 	}
@@ -742,7 +742,7 @@ func TestClaimsFixWithAMasterDown(t *testing.T) {
 	live := []string{B, C, D}
 	downNode(t, c.Nodes[0])
 	before := settledState(t, live)
-	code, stdout, stderr = runFix(t, "--node", B)
+	code, stdout, stderr = runFix(t, "--cluster", B)
 	if code != 3 {
 		t.Fatalf("fix with A down: exit %d, want 3 (nothing it can do, all left to an operator)\n%s%s", code, stdout, stderr)
 	}
@@ -765,7 +765,7 @@ func TestClaimsFixWithAMasterDown(t *testing.T) {
 	if now := clusterState(t, []string{A}); now != aBefore {
 		t.Fatalf("A changed while it was down:\nbefore\n%s\nafter\n%s", aBefore, now)
 	}
-	code, stdout, stderr = runFix(t, "--node", B)
+	code, stdout, stderr = runFix(t, "--cluster", B)
 	if code != 0 {
 		t.Fatalf("fix with A back: exit %d, want 0\n%s%s", code, stdout, stderr)
 	}
@@ -794,7 +794,7 @@ func TestClaimsFixWithAMasterDown(t *testing.T) {
 	if err := want.Compare(ctx, fresh); err != nil {
 		t.Fatalf("after the repairs, through a cluster client: %v", err)
 	}
-	if code, stdout, stderr := runFix(t, "--node", C); code != 0 || !strings.Contains(stdout, "nothing to repair") {
+	if code, stdout, stderr := runFix(t, "--cluster", C); code != 0 || !strings.Contains(stdout, "nothing to repair") {
 		t.Fatalf("fix after the repairs: exit %d, want 0 and nothing to repair\n%s%s", code, stdout, stderr)
 	}
 }
@@ -923,7 +923,7 @@ func TestClaimsFixFinishesAnInterruptedClaim(t *testing.T) {
 		t.Fatalf("the target holds %d keys of %s, want %d", n, all, len(keys))
 	}
 
-	code, stdout, stderr := runFix(t, "--node", c.Nodes[1].Addr)
+	code, stdout, stderr := runFix(t, "--cluster", c.Nodes[1].Addr)
 	if code != 0 {
 		t.Fatalf("fix of the interrupted claim: exit %d, want 0\n%s%s", code, stdout, stderr)
 	}
@@ -962,7 +962,7 @@ func TestClaimsFixFinishesAnInterruptedClaim(t *testing.T) {
 	if err := want.Compare(ctx, fresh); err != nil {
 		t.Fatalf("after fix, through a cluster client: %v", err)
 	}
-	if code, stdout, stderr := runFix(t, "--node", A); code != 0 || !strings.Contains(stdout, "nothing to repair") {
+	if code, stdout, stderr := runFix(t, "--cluster", A); code != 0 || !strings.Contains(stdout, "nothing to repair") {
 		t.Fatalf("fix after the repairs: exit %d, want 0 and nothing to repair\n%s%s", code, stdout, stderr)
 	}
 }

@@ -53,7 +53,7 @@ func TestCLIRefusesExtraArguments(t *testing.T) {
 	}{
 		{"move, a second slot range", []string{"move", "--source", src, "--target", dst, "--slots", "0-10", "20-30"}, `unexpected argument "20-30": move takes only flags`},
 		{"move, words among the flags", []string{"move", "--json", "stray", "--source", src, "--target", dst, "--slots", "0-10"}, `unexpected argument "stray": move takes only flags`},
-		{"fix", []string{"fix", "--node", src, "--dry-run", "stray"}, `unexpected argument "stray": fix takes only flags`},
+		{"fix", []string{"fix", "--cluster", src, "--dry-run", "stray"}, `unexpected argument "stray": fix takes only flags`},
 		{"plan --rebalance", []string{"plan", "--cluster", src, "--rebalance", "stray"}, `unexpected argument "stray": plan takes words only as the nodes of --add or --drain`},
 		{"plan, no mode", []string{"plan", "stray", "--cluster", src}, `unexpected argument "stray"`},
 		// The control: after --add a word is a node, which the planner
@@ -111,7 +111,7 @@ func TestCLIHelpAndBadFlags(t *testing.T) {
 		{"move", []string{"--source", closed, "--target", closed, "--slots", "0"}, []string{"--window", "x"}},
 		{"plan", []string{"--cluster", closed, "--rebalance"}, []string{"--max-moves", "x"}},
 		{"apply", []string{"plan.json"}, []string{"--parallel", "x"}},
-		{"fix", []string{"--node", closed}, []string{"--cleanup-batch", "x"}},
+		{"fix", []string{"--cluster", closed}, []string{"--cleanup-batch", "x"}},
 		{"serve", []string{"--node", closed}, []string{"--node-tls=x"}},
 		{"status", []string{"--admin", closed}, []string{"--json=x"}},
 		{"cancel", []string{"--admin", closed, "t1"}, []string{"--all=x"}},
@@ -226,7 +226,7 @@ func TestCLIKeepsSecretsOut(t *testing.T) {
 	reach := func(addr string) [][]string {
 		return [][]string{
 			{"move", "--source", addr, "--target", "127.0.0.1:1", "--slots", "0-10", "--log-level", "debug"},
-			{"fix", "--node", addr, "--log-level", "debug"},
+			{"fix", "--cluster", addr, "--log-level", "debug"},
 			{"plan", "--cluster", addr, "--rebalance", "--log-level", "debug"},
 			{"apply", planOn(addr), "--dry-run", "--log-level", "debug"},
 			{"soak", "--cluster", addr, "--duration", "1s", "--log-level", "debug"},
@@ -253,7 +253,7 @@ func TestCLIKeepsSecretsOut(t *testing.T) {
 	}
 	// The control: with the file's first line, fix gets past AUTH and
 	// reads the cluster (of one node, which knows no address of its own).
-	runs = append(runs, run{[]string{"fix", "--node", s.Addr, "--password-file", rightFile, "--dry-run"}, 0, "nothing repaired"})
+	runs = append(runs, run{[]string{"fix", "--cluster", s.Addr, "--password-file", rightFile, "--dry-run"}, 0, "nothing repaired"})
 
 	for _, r := range runs {
 		code, stdout, stderr := runCLIEnv(t, env, r.args...)

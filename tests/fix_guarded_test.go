@@ -46,7 +46,7 @@ func TestFixFinishesAGuardedReleaseForward(t *testing.T) {
 		t.Fatalf("the move with a crash after its release ended %s with no error", sum.Result)
 	}
 
-	code, stdout, stderr := runCLI(t, "fix", "--node", c.Nodes[1].Addr)
+	code, stdout, stderr := runCLI(t, "fix", "--cluster", c.Nodes[1].Addr)
 	if code != 0 {
 		t.Fatalf("fix: exit %d\n%s%s", code, stdout, stderr)
 	}
@@ -74,7 +74,7 @@ func TestFixFinishesAGuardedReleaseForward(t *testing.T) {
 			t.Fatalf("the source keeps %d keys of slot %d", n, s)
 		}
 	}
-	if code, stdout, _ := runCLI(t, "fix", "--node", c.Nodes[0].Addr); code != 0 || !strings.Contains(stdout, "nothing to repair") {
+	if code, stdout, _ := runCLI(t, "fix", "--cluster", c.Nodes[0].Addr); code != 0 || !strings.Contains(stdout, "nothing to repair") {
 		t.Fatalf("second fix: exit %d\n%s", code, stdout)
 	}
 }

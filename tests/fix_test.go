@@ -55,7 +55,7 @@ func TestFixUndoesAKilledMove(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	code, stdout, stderr := runCLI(t, "fix", "--node", c.Nodes[1].Addr, "--dry-run")
+	code, stdout, stderr := runCLI(t, "fix", "--cluster", c.Nodes[1].Addr, "--dry-run")
 	if code != 2 || !strings.Contains(stderr, "a move is under way") {
 		t.Fatalf("fix during a live move: exit %d\n%s%s", code, stdout, stderr)
 	}
@@ -67,7 +67,7 @@ func TestFixUndoesAKilledMove(t *testing.T) {
 
 	// The dead move's connections close with it; give the servers a moment.
 	for i := 0; ; i++ {
-		code, stdout, stderr = runCLI(t, "fix", "--node", c.Nodes[1].Addr)
+		code, stdout, stderr = runCLI(t, "fix", "--cluster", c.Nodes[1].Addr)
 		if code != 2 || i == 50 {
 			break
 		}
@@ -77,7 +77,7 @@ func TestFixUndoesAKilledMove(t *testing.T) {
 		t.Fatalf("fix: exit %d\n%s%s", code, stdout, stderr)
 	}
 	assertUnchanged(t, c, before)
-	if code, stdout, _ := runCLI(t, "fix", "--node", c.Nodes[0].Addr); code != 0 || !strings.Contains(stdout, "nothing to repair") {
+	if code, stdout, _ := runCLI(t, "fix", "--cluster", c.Nodes[0].Addr); code != 0 || !strings.Contains(stdout, "nothing to repair") {
 		t.Fatalf("second fix: exit %d\n%s", code, stdout)
 	}
 }
@@ -179,7 +179,7 @@ func fixGivesBack(t *testing.T, form string) {
 		}
 	}
 
-	code, stdout, stderr := runCLI(t, "fix", "--node", c.Nodes[2].Addr)
+	code, stdout, stderr := runCLI(t, "fix", "--cluster", c.Nodes[2].Addr)
 	if code != 0 || !strings.Contains(stdout, "done: give-back slots 0-99 on "+c.Nodes[0].Addr+", then rollback on "+c.Nodes[3].Addr) {
 		t.Fatalf("fix: exit %d\n%s%s", code, stdout, stderr)
 	}
@@ -207,7 +207,7 @@ func fixGivesBack(t *testing.T, form string) {
 	if err := localcluster.CheckWithRedisCli(ctx, c.Nodes[3].Addr); err != nil {
 		t.Fatal(err)
 	}
-	if code, stdout, _ := runCLI(t, "fix", "--node", c.Nodes[0].Addr); code != 0 || !strings.Contains(stdout, "nothing to repair") {
+	if code, stdout, _ := runCLI(t, "fix", "--cluster", c.Nodes[0].Addr); code != 0 || !strings.Contains(stdout, "nothing to repair") {
 		t.Fatalf("second fix: exit %d\n%s", code, stdout)
 	}
 }
@@ -311,7 +311,7 @@ func TestFixKeepsKeysWhenTheTargetDies(t *testing.T) {
 	})
 	copies := count(rc)
 
-	code, stdout, stderr := runCLI(t, "fix", "--node", c.Nodes[0].Addr)
+	code, stdout, stderr := runCLI(t, "fix", "--cluster", c.Nodes[0].Addr)
 	t.Logf("fix: exit %d\n%s%s", code, stdout, stderr)
 	if n := count(source); n != before {
 		t.Fatalf("fix removed %d of the source's %d keys of the slots", before-n, before)
@@ -345,7 +345,7 @@ func TestFixRefusesASlotImportedTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runCLI(t, "fix", "--node", c.Nodes[0].Addr)
+	code, stdout, stderr := runCLI(t, "fix", "--cluster", c.Nodes[0].Addr)
 	// The two importers are named in either order.
 	a, b := c.Nodes[1].Addr, c.Nodes[3].Addr
 	named := func(x, y string) bool {

@@ -37,8 +37,9 @@ func applyCmd(args []string) int {
 	fs.StringVar(&budget, "budget", "", "each move's impact budget: `default`, off, or max-event=DURATION,max-rise=RATIO (see slotmover move --help); over NATS, unset keeps each sidecar's setting")
 	var d daemonFlags
 	fs.StringVar(&d.natsURL, "nats", "", "send each move to its target's sidecar over NATS at this `URL`, instead of running it here")
-	fs.StringVar(&d.config, "nats-config", "", "over NATS, connect as the sidecar of this YAML `file` does (servers, credentials, TLS, subject prefix)")
-	fs.StringVar(&d.prefix, "subject-prefix", "slotmover", "over NATS: the sidecars' subject prefix")
+	fs.StringVar(&d.config, "config", "", "over NATS, connect as the sidecar of this YAML `file` does (servers, credentials, TLS, subject prefix)")
+	fs.StringVar(&d.prefix, "nats-subject-prefix", "slotmover", "over NATS: the sidecars' subject prefix")
+	cli.Rename(fs, map[string]string{"nats-config": "config", "subject-prefix": "nats-subject-prefix"})
 	cf.register(fs)
 	pos, code, ok := parseFlags(fs, args)
 	if !ok {

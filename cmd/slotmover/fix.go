@@ -26,7 +26,8 @@ func fixCmd(args []string) int {
 	fs := cli.NewFlagSet("fix")
 	var cf connFlags
 	cf.register(fs)
-	node := fs.String("node", "", "any master of the cluster, `HOST:PORT`")
+	node := fs.String("cluster", "", "any master of the cluster, `HOST:PORT`")
+	cli.Rename(fs, map[string]string{"node": "cluster"}) // as plan and soak name it
 	spec := fs.String("slots", "", "repair only these slots (default all)")
 	dryRun := fs.Bool("dry-run", false, "only print what would be done")
 	force := fs.Bool("force", false, "go on although connections of a move are open (it is gone, they hang)")
@@ -43,7 +44,7 @@ func fixCmd(args []string) int {
 	}
 	seed, err := cf.conn(*node)
 	if err == nil && *node == "" {
-		err = errors.New("--node is required")
+		err = errors.New("--cluster is required")
 	}
 	var only *slots.Set
 	if err == nil && *spec != "" {

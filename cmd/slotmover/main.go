@@ -85,13 +85,13 @@ func init() {
 			synopsis: "plan --cluster HOST:PORT (--add NODE… | --drain NODE… | --rebalance) [--by keys|memory] [--max-moves N] [--json] [-o plan.json]",
 			about:    "Work out which slots to move where: add empty masters, drain masters, or even out keys or memory. Reads the cluster; changes nothing."},
 		{names: []string{"apply"}, run: one(applyCmd),
-			synopsis: "apply PLAN.json [--parallel N] [--dry-run] [--json] [--budget B] [--nats URL]",
+			synopsis: "apply PLAN.json [--parallel N] [--dry-run] [--json] [--budget B] [--nats URL | --config FILE]",
 			about:    "Run a plan's moves, from here or through the sidecars over NATS, each checked against the cluster first.",
 			exits: `  0  every move moved (or, with --dry-run, would run)
   1  a move failed, was refused or was skipped: the table says which and why
   2  refused before any move started: bad input`},
 		{names: []string{"fix"}, run: one(fixCmd),
-			synopsis: "fix --node HOST:PORT [--slots SPEC] [--dry-run]",
+			synopsis: "fix --cluster HOST:PORT [--slots SPEC] [--dry-run]",
 			about:    "Finish or undo what moves that stopped half-way (a crash, a kill -9, a lost network) left in the cluster.",
 			exits: `  0  repaired, or nothing to repair
   1  a repair failed

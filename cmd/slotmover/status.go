@@ -35,7 +35,8 @@ func (d *daemonFlags) register(fs *pflag.FlagSet) {
 	d.password.register(fs, "the admin port", "SLOTMOVER_ADMIN_PASSWORD")
 	fs.StringVar(&d.natsURL, "nats", "", "ask over NATS instead, at this `URL` (with --node)")
 	fs.StringVar(&d.node, "node", "", "over NATS: the sidecar's node ID or alias")
-	fs.StringVar(&d.prefix, "subject-prefix", "slotmover", "over NATS: the subject prefix")
+	fs.StringVar(&d.prefix, "nats-subject-prefix", "slotmover", "over NATS: the subject prefix")
+	cli.Rename(fs, map[string]string{"subject-prefix": "nats-subject-prefix"})
 	fs.StringVar(&d.config, "config", "", "over NATS, as the sidecar of this YAML `file` connects (its servers, credentials, TLS, subject prefix; its alias unless --node)")
 }
 

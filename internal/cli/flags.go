@@ -44,3 +44,15 @@ func doubleDash(fs *pflag.FlagSet, args []string) []string {
 	}
 	return out
 }
+
+// Rename keeps the old names of renamed flags working, hidden, for
+// scripts written before: old → new.
+func Rename(fs *pflag.FlagSet, renamed map[string]string) {
+	prev := fs.GetNormalizeFunc()
+	fs.SetNormalizeFunc(func(fs *pflag.FlagSet, name string) pflag.NormalizedName {
+		if n, ok := renamed[name]; ok {
+			name = n
+		}
+		return prev(fs, name)
+	})
+}

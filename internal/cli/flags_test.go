@@ -33,6 +33,11 @@ func TestParse(t *testing.T) {
 		}
 	}
 	fs := NewFlagSet("t")
+	cluster := fs.String("cluster", "", "")
+	Rename(fs, map[string]string{"node": "cluster"})
+	if err := Parse(fs, []string{"-node", "a:1"}); err != nil || *cluster != "a:1" {
+		t.Fatalf("the old name: %v, --cluster %q", err, *cluster)
+	}
 	if err := Parse(fs, []string{"-h"}); !errors.Is(err, pflag.ErrHelp) {
 		t.Fatalf("-h: %v", err)
 	}
