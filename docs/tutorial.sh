@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's tutorial, step by step (tests/tutorial_test.go runs it).
+# The tutorial of docs/tutorial.md, step by step (tests/tutorial_test.go runs it).
 # Needs redis-server, redis-cli, slotmover and nats-server on the PATH.
 # Stops everything it started when it ends.
 set -euo pipefail

@@ -384,8 +384,8 @@ func (l *Link) ackLoop() {
 // until the move is rolled back, and neither survives the source's loss as
 // a replica's copy would. So WAIT must never count the link. The ACK still
 // keeps the link from the master's repl-timeout; that its time, not its
-// offset, makes the link count for min-replicas-to-write is said in the
-// README.
+// offset, makes the link count for min-replicas-to-write is said in
+// docs/operations.md.
 func (l *Link) sendAck() error {
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()

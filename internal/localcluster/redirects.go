@@ -45,7 +45,7 @@ func RedirectCountingClient(c *Cluster) (*redis.ClusterClient, *Redirects) {
 	base.Close()
 	// As Jedis and Lettuce by default (go-redis: 3): a command that reaches
 	// the source between its release and the target's claim is sent back
-	// and forth between the two until the claim lands (README, Cutover).
+	// and forth between the two until the claim lands (docs/operations.md, Cutover).
 	opts.MaxRedirects = 5
 	cc := redis.NewClusterClient(&opts)
 	seen := &Redirects{counts: map[string]int64{}}

@@ -6,11 +6,11 @@ import (
 	"testing"
 )
 
-// The README's configuration reference is the keys table itself: a key
-// added, renamed, or given another default fails this test until the
-// README shows it. On a mismatch the test prints the section as it must be.
-func TestReadmeConfigReference(t *testing.T) {
-	data, err := os.ReadFile("../../README.md")
+// The configuration reference in docs/sidecar.md is the keys table itself:
+// a key added, renamed, or given another default fails this test until the
+// page shows it. On a mismatch the test prints the section as it must be.
+func TestDocsConfigReference(t *testing.T) {
+	data, err := os.ReadFile("../../docs/sidecar.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -18,10 +18,10 @@ func TestReadmeConfigReference(t *testing.T) {
 	readme := string(data)
 	i, j := strings.Index(readme, begin), strings.Index(readme, end)
 	if i < 0 || j < i {
-		t.Fatalf("README.md lacks the markers %q … %q", begin, end)
+		t.Fatalf("docs/sidecar.md lacks the markers %q … %q", begin, end)
 	}
 	if got, want := readme[i+len(begin):j], configReference(); got != want {
-		t.Fatalf("README.md's configuration reference is out of date; it must read:\n%s", want)
+		t.Fatalf("docs/sidecar.md's configuration reference is out of date; it must read:\n%s", want)
 	}
 }
 
