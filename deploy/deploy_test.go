@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"debug/elf"
 	"errors"
 	"io"
 	"os"
@@ -267,4 +268,56 @@ func TestContainerImage(t *testing.T) {
 func firstLine(b []byte) string {
 	line, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
 	return line
+}
+
+// scripts/release.sh builds the release: an archive per architecture,
+// each holding a static binary that reports the release's version, and
+// checksums that sha256sum accepts. The amd64 binary runs here; the arm64
+// one is checked by its ELF header.
+func TestReleaseScript(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary twice")
+	}
+	out := t.TempDir()
+	const version = "v9.8.7-test"
+	cmd := exec.Command("bash", "../scripts/release.sh", version, out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("release.sh: %v\n%s", err, b)
+	}
+	check := exec.Command("sha256sum", "-c", "checksums.txt")
+	check.Dir = out
+	if b, err := check.CombinedOutput(); err != nil {
+		t.Fatalf("sha256sum -c: %v\n%s", err, b)
+	}
+	for _, arch := range []string{"amd64", "arm64"} {
+		name := "slotmover_" + version + "_linux_" + arch
+		dir := t.TempDir()
+		if b, err := exec.Command("tar", "-xzf", filepath.Join(out, name+".tar.gz"), "-C", dir).CombinedOutput(); err != nil {
+			t.Fatalf("untar %s: %v\n%s", name, err, b)
+		}
+		for _, f := range []string{"README.md", "docs/operations.md", "deploy/systemd/slotmover.service", "configs/production.yaml"} {
+			if _, err := os.Stat(filepath.Join(dir, name, f)); err != nil {
+				t.Errorf("%s lacks %s: %v", name, f, err)
+			}
+		}
+		bin := filepath.Join(dir, name, "slotmover")
+		f, err := elf.Open(bin)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		machine := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[arch]
+		if f.Machine != machine {
+			t.Errorf("%s: an ELF for %v, want %v", name, f.Machine, machine)
+		}
+		if _, err := f.DynamicSymbols(); err == nil {
+			t.Errorf("%s: dynamically linked; want a static binary", name)
+		}
+		f.Close()
+		if arch == "amd64" {
+			b, err := exec.Command(bin, "version").CombinedOutput()
+			if err != nil || !strings.HasPrefix(string(b), "slotmover "+version+" ") {
+				t.Errorf("%s version: %v: %q", name, err, b)
+			}
+		}
+	}
 }
