@@ -112,7 +112,7 @@ func TestCLIHelpAndBadFlags(t *testing.T) {
 		{"plan", []string{"--cluster", closed, "--rebalance"}, []string{"--max-moves", "x"}},
 		{"apply", []string{"plan.json"}, []string{"--parallel", "x"}},
 		{"fix", []string{"--cluster", closed}, []string{"--cleanup-batch", "x"}},
-		{"serve", []string{"--node", closed}, []string{"--node-tls=x"}},
+		{"serve", []string{"--node", closed}, []string{"--tls=x"}},
 		{"status", []string{"--admin", closed}, []string{"--json=x"}},
 		{"cancel", []string{"--admin", closed, "t1"}, []string{"--all=x"}},
 		{"pause", []string{"--admin", closed, "t1"}, []string{"--all=x"}},
@@ -211,7 +211,7 @@ func TestCLIKeepsSecretsOut(t *testing.T) {
 		{"soak", "$SLOTMOVER_PASSWORD)", []string{"--rate", "x"}},
 		{"status", "$SLOTMOVER_ADMIN_PASSWORD)", []string{"--json=x"}},
 		{"cancel", "$SLOTMOVER_ADMIN_PASSWORD)", []string{"--all=x"}},
-		{"serve", "--node-password-file", []string{"--node-tls=x"}},
+		{"serve", "--password-file", []string{"--tls=x"}},
 		{"demo", "-keys", []string{"--keys", "x"}},
 		{"bench", "-runs", []string{"--runs", "x"}},
 	} {
@@ -248,7 +248,7 @@ func TestCLIKeepsSecretsOut(t *testing.T) {
 	// Refused before anything is reached.
 	for _, args := range reach(s.Addr) {
 		runs = append(runs,
-			run{append(args, "--password", "x", "--password-file", wrongFile), 2, "--password and --password-file: give one"},
+			run{append(args, "--password", "x", "--password-file", wrongFile), 2, "password-file: give one"},
 			run{append(args, "--password-file", emptyFile), 2, "the first line is empty"})
 	}
 	// The control: with the file's first line, fix gets past AUTH and

@@ -25,7 +25,7 @@ type connFlags struct {
 
 func (f *connFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.user, "user", "", "ACL user for Redis (every node)")
-	f.password.register(fs, "Redis", "SLOTMOVER_PASSWORD")
+	f.password.register(fs, "password", "Redis", "SLOTMOVER_PASSWORD")
 	fs.BoolVar(&f.tlsOn, "tls", false, "connect to Redis with TLS")
 	fs.StringVar(&f.tlsCA, "tls-ca-cert", "", "with --tls, trust the CA certificates in this PEM `file` (default the system's)")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "with --tls, present the client certificate in this PEM `file` (with --tls-key), for servers with tls-auth-clients")
@@ -58,38 +58,40 @@ func (f *connFlags) conn(addr string) (mover.Conn, error) {
 	return c, nil
 }
 
-// secretFlags are --password and --password-file, with an environment
-// variable for neither. The variable is read when the secret is needed,
-// never made a flag's default: --help prints the defaults.
+// secretFlags are --password and --password-file (or with a prefix:
+// --admin-password…), with an environment variable for neither. The
+// variable is read when the secret is needed, never made a flag's
+// default: --help prints the defaults.
 type secretFlags struct {
 	given givenSecret
 	file  string
+	name  string // "password", "admin-password"
 	env   string
 }
 
-// register adds --password and --password-file for the password of what.
-func (s *secretFlags) register(fs *pflag.FlagSet, what, env string) {
-	s.env = env
-	fs.Var(&s.given, "password", "the `password` for "+what+" (default $"+env+"); other local users may see a command line: prefer --password-file")
-	fs.StringVar(&s.file, "password-file", "", "read the password for "+what+" from the first line of this `file`")
+// register adds --NAME and --NAME-file for the password of what.
+func (s *secretFlags) register(fs *pflag.FlagSet, name, what, env string) {
+	s.name, s.env = name, env
+	fs.Var(&s.given, name, "the `password` for "+what+" (default $"+env+"); other local users may see a command line: prefer --"+name+"-file")
+	fs.StringVar(&s.file, name+"-file", "", "read the password for "+what+" from the first line of this `file`")
 }
 
-// get returns the password: --password's, else the first line of
-// --password-file's file, else the environment variable's.
+// get returns the password: --NAME's, else the first line of
+// --NAME-file's file, else the environment variable's.
 func (s *secretFlags) get() (string, error) {
 	switch {
 	case s.given.set && s.file != "":
-		return "", errors.New("--password and --password-file: give one")
+		return "", fmt.Errorf("--%s and --%s-file: give one", s.name, s.name)
 	case s.given.set:
 		return s.given.value, nil
 	case s.file != "":
 		data, err := os.ReadFile(s.file)
 		if err != nil {
-			return "", fmt.Errorf("--password-file: %w", err)
+			return "", fmt.Errorf("--%s-file: %w", s.name, err)
 		}
 		line, _, _ := strings.Cut(string(data), "\n")
 		if line = strings.TrimSuffix(line, "\r"); line == "" {
-			return "", fmt.Errorf("--password-file %s: the first line is empty", s.file)
+			return "", fmt.Errorf("--%s-file %s: the first line is empty", s.name, s.file)
 		}
 		return line, nil
 	}

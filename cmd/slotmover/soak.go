@@ -41,7 +41,7 @@ func soakCmd(args []string) int {
 	jsonOut := fs.Bool("json", false, "print the report as one JSON object on stdout")
 	fs.StringVar(&c.Username, "user", "", "ACL user for Redis")
 	var password secretFlags
-	password.register(fs, "Redis", "SLOTMOVER_PASSWORD")
+	password.register(fs, "password", "Redis", "SLOTMOVER_PASSWORD")
 	var lf logFlags
 	lf.register(fs)
 	crashEvery := fs.Int("crash-every", 0, "make every Nth move stop right after the source's release, as a crash there would, and have fix give it back to the source (0: never)")

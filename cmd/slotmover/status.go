@@ -32,11 +32,11 @@ type daemonFlags struct {
 
 func (d *daemonFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&d.admin, "admin", "127.0.0.1:7100", "the sidecar's admin port, `HOST:PORT`")
-	d.password.register(fs, "the admin port", "SLOTMOVER_ADMIN_PASSWORD")
+	d.password.register(fs, "admin-password", "the admin port", "SLOTMOVER_ADMIN_PASSWORD") // serve's name
 	fs.StringVar(&d.natsURL, "nats", "", "ask over NATS instead, at this `URL` (with --node)")
 	fs.StringVar(&d.node, "node", "", "over NATS: the sidecar's node ID or alias")
 	fs.StringVar(&d.prefix, "nats-subject-prefix", "slotmover", "over NATS: the subject prefix")
-	cli.Rename(fs, map[string]string{"subject-prefix": "nats-subject-prefix"})
+	cli.Rename(fs, map[string]string{"subject-prefix": "nats-subject-prefix", "password": "admin-password", "password-file": "admin-password-file"})
 	fs.StringVar(&d.config, "config", "", "over NATS, as the sidecar of this YAML `file` connects (its servers, credentials, TLS, subject prefix; its alias unless --node)")
 }
 

@@ -7,7 +7,7 @@
 // (--config FILE or $SLOTMOVER_CONFIG), a SLOTMOVER_* environment variable,
 // a flag given on the command line. Every key of the file has a flag, and
 // every flag an environment variable named after it (SLOTMOVER_ and the
-// flag in upper snake case: --node-password is $SLOTMOVER_NODE_PASSWORD),
+// flag in upper snake case: --password-file is $SLOTMOVER_PASSWORD_FILE),
 // so that the daemon runs without a file as well as with one. The keys,
 // their flags and their help are one table (keys.go).
 //

@@ -244,12 +244,22 @@ func TestSecretAndItsFile(t *testing.T) {
 	if conn, err := c.Node.Conn(); err != nil || conn.Password != "from-file" || conn.Addr != "h:1" || conn.TLS != nil {
 		t.Fatalf("conn %+v, %v", conn, err)
 	}
-	c, err = Load([]string{"--config", file}, envMap(map[string]string{"SLOTMOVER_NODE_PASSWORD": "from-env"}))
+	c, err = Load([]string{"--config", file}, envMap(map[string]string{"SLOTMOVER_PASSWORD": "from-env"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Node.Password != "from-env" || c.Node.PasswordFile != "" {
 		t.Fatalf("env over the file's password_file: password %q, file %q", c.Node.Password, c.Node.PasswordFile)
+	}
+	// The variable's earlier name is still read; the new one wins.
+	for env, want := range map[string]map[string]string{
+		"old-env": {"SLOTMOVER_NODE_PASSWORD": "old-env"},
+		"new-env": {"SLOTMOVER_NODE_PASSWORD": "old-env", "SLOTMOVER_PASSWORD": "new-env"},
+	} {
+		c, err = Load([]string{"--config", file}, envMap(want))
+		if err != nil || c.Node.Password != env {
+			t.Fatalf("%v: password %q, %v; want %q", want, c.Node.Password, err, env)
+		}
 	}
 	both := writeFile(t, dir, "both.yaml", "node:\n  address: h:1\n  password: x\n  password_file: redis.pw\n")
 	_, err = Load([]string{"--config", both}, nil)
@@ -290,12 +300,13 @@ node:
 	if c.Node.TLS.CA != p.ca || c.Node.TLS.Cert != p.cert || c.Node.TLS.Key != p.key {
 		t.Fatalf("%+v", c.Node.TLS)
 	}
-	_, err = Load([]string{"--node", "h:1", "--node-tls", "--node-tls-ca", "ca.pem"}, nil)
-	wantErr(t, err, "node.tls.ca (from --node-tls-ca): open ca.pem: no such file")
+	_, err = Load([]string{"--node", "h:1", "--tls", "--tls-ca-cert", "ca.pem"}, nil)
+	wantErr(t, err, "node.tls.ca (from --tls-ca-cert): open ca.pem: no such file")
 }
 
 func TestNodeConnTLS(t *testing.T) {
 	p := newPKI(t, t.TempDir())
+	// The flags' earlier names, still read.
 	c, err := Load([]string{"--node", "h:1", "--node-user", "mover", "--node-password", "pw", "--node-tls", "--node-tls-ca", p.ca,
 		"--node-tls-cert", p.cert, "--node-tls-key", p.key, "--node-tls-server-name", "redis.internal"}, nil)
 	if err != nil {
@@ -317,7 +328,7 @@ func TestNodeConnTLS(t *testing.T) {
 	if tc != nil || err != nil {
 		t.Fatalf("NATS TLS off: %v %v", tc, err)
 	}
-	c, err = Load([]string{"--node", "h:1", "--node-tls"}, nil)
+	c, err = Load([]string{"--node", "h:1", "--tls"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,11 @@ import (
 // environment variable) and its help. The field it sets is found from the
 // path through Serve's yaml tags.
 type key struct {
-	path  string // "node.tls.ca"
-	flag  string // "node-tls-ca", without dashes
+	path string // "node.tls.ca"
+	flag string // "tls-ca-cert", without dashes
+	// old is the flag's name before it took move's: still read, hidden,
+	// and so is its environment variable.
+	old   string
 	usage string // as for package flag: a `word` in backquotes names the value
 	// file: the value names a file or folder; relative in the YAML file, it
 	// is relative to the file's folder.
@@ -31,15 +34,15 @@ type key struct {
 // each field of Serve has exactly one.
 var keys = []*key{
 	{path: "node.address", flag: "node", usage: "the local master this sidecar serves, `HOST:PORT` (required)"},
-	{path: "node.user", flag: "node-user", usage: "ACL `user` for Redis (the local master and the sources alike; default the default user)"},
-	{path: "node.password", flag: "node-password", other: "node.password_file", usage: "`password` for Redis"},
-	{path: "node.password_file", flag: "node-password-file", other: "node.password", file: true, usage: "read the Redis password from this `file`"},
-	{path: "node.tls.enabled", flag: "node-tls", usage: "connect to Redis with TLS"},
-	{path: "node.tls.ca", flag: "node-tls-ca", file: true, usage: "trust the CA certificates in this PEM `file` for Redis (default the system's)"},
-	{path: "node.tls.cert", flag: "node-tls-cert", file: true, usage: "client certificate for Redis, PEM `file` (with --node-tls-key)"},
-	{path: "node.tls.key", flag: "node-tls-key", file: true, usage: "client key for Redis, PEM `file`"},
-	{path: "node.tls.server_name", flag: "node-tls-server-name", usage: "`name` to verify in every master's certificate (default the host dialled)"},
-	{path: "node.tls.insecure_skip_verify", flag: "node-tls-insecure-skip-verify", usage: "do not verify Redis's certificates (tests only)"},
+	{path: "node.user", flag: "user", old: "node-user", usage: "ACL `user` for Redis (the local master and the sources alike; default the default user)"},
+	{path: "node.password", flag: "password", old: "node-password", other: "node.password_file", usage: "`password` for Redis"},
+	{path: "node.password_file", flag: "password-file", old: "node-password-file", other: "node.password", file: true, usage: "read the Redis password from this `file`"},
+	{path: "node.tls.enabled", flag: "tls", old: "node-tls", usage: "connect to Redis with TLS"},
+	{path: "node.tls.ca", flag: "tls-ca-cert", old: "node-tls-ca", file: true, usage: "trust the CA certificates in this PEM `file` for Redis (default the system's)"},
+	{path: "node.tls.cert", flag: "tls-cert", old: "node-tls-cert", file: true, usage: "client certificate for Redis, PEM `file` (with --tls-key)"},
+	{path: "node.tls.key", flag: "tls-key", old: "node-tls-key", file: true, usage: "client key for Redis, PEM `file`"},
+	{path: "node.tls.server_name", flag: "tls-server-name", old: "node-tls-server-name", usage: "`name` to verify in every master's certificate (default the host dialled)"},
+	{path: "node.tls.insecure_skip_verify", flag: "tls-insecure", old: "node-tls-insecure-skip-verify", usage: "do not verify Redis's certificates (tests only)"},
 
 	{path: "nats.servers", flag: "nats", usage: "NATS server `URLs`, comma-separated (none: $NATS_URL if set, else NATS off, admin port only)"},
 	{path: "nats.user", flag: "nats-user", usage: "NATS `user` (with --nats-password)"},
@@ -50,11 +53,11 @@ var keys = []*key{
 	{path: "nats.nkey_file", flag: "nats-nkey", file: true, usage: "NATS nkey seed `file`"},
 	{path: "nats.creds_file", flag: "nats-creds", file: true, usage: "NATS credentials `file` (user JWT and nkey seed)"},
 	{path: "nats.tls.enabled", flag: "nats-tls", usage: "connect to NATS with TLS"},
-	{path: "nats.tls.ca", flag: "nats-tls-ca", file: true, usage: "trust the CA certificates in this PEM `file` for NATS (default the system's)"},
+	{path: "nats.tls.ca", flag: "nats-tls-ca-cert", old: "nats-tls-ca", file: true, usage: "trust the CA certificates in this PEM `file` for NATS (default the system's)"},
 	{path: "nats.tls.cert", flag: "nats-tls-cert", file: true, usage: "client certificate for NATS, PEM `file` (with --nats-tls-key)"},
 	{path: "nats.tls.key", flag: "nats-tls-key", file: true, usage: "client key for NATS, PEM `file`"},
 	{path: "nats.tls.server_name", flag: "nats-tls-server-name", usage: "`name` to verify in the NATS servers' certificates (default the host dialled)"},
-	{path: "nats.tls.insecure_skip_verify", flag: "nats-tls-insecure-skip-verify", usage: "do not verify NATS's certificates (tests only)"},
+	{path: "nats.tls.insecure_skip_verify", flag: "nats-tls-insecure", old: "nats-tls-insecure-skip-verify", usage: "do not verify NATS's certificates (tests only)"},
 	{path: "nats.subject_prefix", flag: "nats-subject-prefix", usage: "`prefix` of every subject: <prefix>.<node>.import, …"},
 	{path: "nats.alias", flag: "nats-alias", usage: "a second `name` for <node> in subjects, besides the master's node ID"},
 

@@ -56,6 +56,10 @@ func load(args []string, env func(string) string) (*Serve, error) {
 	for _, k := range keys {
 		name := envName(k.flag)
 		s := env(name)
+		if s == "" && k.old != "" {
+			name = envName(k.old)
+			s = env(name)
+		}
 		if s == "" {
 			continue
 		}
@@ -93,12 +97,17 @@ func flagSet() (*pflag.FlagSet, *[]givenFlag) {
 	fs.String(configFlag, "", "read the configuration from this YAML `file`")
 	given := new([]givenFlag)
 	def := Defaults()
+	renamed := map[string]string{}
 	for _, k := range keys {
+		if k.old != "" {
+			renamed[k.old] = k.flag
+		}
 		f := fs.VarPF(&flagValue{key: k, given: given, def: format(k.field(def))}, k.flag, "", k.usage)
 		if k.typ.Kind() == reflect.Bool {
-			f.NoOptDefVal = "true" // --node-tls alone turns it on
+			f.NoOptDefVal = "true" // --tls alone turns it on
 		}
 	}
+	cli.Rename(fs, renamed)
 	return fs, given
 }
 
