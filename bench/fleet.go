@@ -172,6 +172,14 @@ func runFleet(ctx context.Context, cfg *Config, asmBin, dir string, r *RunResult
 	}
 	cfg.Logger.Info("bench: fleet filled", "ms", r.FillMS, "keys", total, "dir", dir)
 
+	var sc *fleetSidecars
+	if method != MethodRebalance && method != MethodASM {
+		if sc, err = startFleetSidecars(ctx, cfg, f, dir); err != nil {
+			r.Error = err.Error()
+			return
+		}
+		defer sc.close()
+	}
 	before, err := serverRedirects(ctx, c)
 	if err != nil {
 		r.Error = err.Error()
@@ -208,7 +216,7 @@ func runFleet(ctx context.Context, cfg *Config, asmBin, dir string, r *RunResult
 		}
 		r.Notes = append(r.Notes, res.Notes...)
 	default:
-		r.Moves, err = fleetWithSlotmover(mctx, cfg, f, method, dir)
+		r.Moves, err = fleetWithSlotmover(mctx, cfg, f, sc, method)
 		for _, o := range r.Moves {
 			if r.PauseMS == nil || o.Pause > *r.PauseMS {
 				r.PauseMS = &o.Pause
@@ -332,11 +340,17 @@ func fleetPlan(ctx context.Context, f *fleet) (*planner.Plan, error) {
 	return p, nil
 }
 
-// fleetWithSlotmover does what `slotmover plan --add` and `slotmover apply
-// --nats --parallel` do, with a sidecar beside every master on an embedded
-// NATS server: slotmover-off applies with --budget off, the other methods
-// with the configured budget and their snapshot path.
-func fleetWithSlotmover(ctx context.Context, cfg *Config, f *fleet, method, dir string) ([]rollout.Outcome, error) {
+// fleetSidecars are the fleet's sidecars, one beside every master, on an
+// embedded NATS server, and a connection to it. They start before the
+// writer's idle window, as in a cluster that runs them all along: neither
+// their start nor NATS's is a rebalance's time.
+type fleetSidecars struct {
+	ns   *server.Server
+	nc   *nats.Conn
+	stop func() // the sidecars'
+}
+
+func startFleetSidecars(ctx context.Context, cfg *Config, f *fleet, dir string) (*fleetSidecars, error) {
 	if cfg.Sidecars == nil {
 		return nil, errors.New("no sidecars to run the moves (Config.Sidecars)")
 	}
@@ -345,30 +359,42 @@ func fleetWithSlotmover(ctx context.Context, cfg *Config, f *fleet, method, dir 
 		return nil, fmt.Errorf("NATS server: %w", err)
 	}
 	ns.Start()
-	defer func() {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-	}()
+	s := &fleetSidecars{ns: ns}
 	if !ns.ReadyForConnections(10 * time.Second) {
+		s.close()
 		return nil, errors.New("the NATS server did not start")
 	}
 	var nodes []string
 	for _, n := range f.c.Nodes {
 		nodes = append(nodes, n.Addr)
 	}
-	stop, err := cfg.Sidecars(ctx, ns.ClientURL(), nodes, dir)
-	if stop != nil {
-		defer stop() // also those that started before one failed
+	s.stop, err = cfg.Sidecars(ctx, ns.ClientURL(), nodes, dir) // stop also those that started before one failed
+	if err == nil {
+		s.nc, err = nats.Connect(ns.ClientURL(), nats.Name("slotmover bench"))
 	}
 	if err != nil {
+		s.close()
 		return nil, fmt.Errorf("sidecars: %w", err)
 	}
-	nc, err := nats.Connect(ns.ClientURL(), nats.Name("slotmover bench"))
-	if err != nil {
-		return nil, fmt.Errorf("NATS: %w", err)
-	}
-	defer nc.Close()
+	return s, nil
+}
 
+func (s *fleetSidecars) close() {
+	if s.nc != nil {
+		s.nc.Close()
+	}
+	if s.stop != nil {
+		s.stop()
+	}
+	s.ns.Shutdown()
+	s.ns.WaitForShutdown()
+}
+
+// fleetWithSlotmover does what `slotmover plan --add` and `slotmover apply
+// --nats --parallel` do, through the sidecars: slotmover-off applies with
+// --budget off, the other methods with the configured budget and their
+// snapshot path.
+func fleetWithSlotmover(ctx context.Context, cfg *Config, f *fleet, sc *fleetSidecars, method string) ([]rollout.Outcome, error) {
 	p, err := fleetPlan(ctx, f)
 	if err != nil {
 		return nil, err
@@ -378,7 +404,7 @@ func fleetWithSlotmover(ctx context.Context, cfg *Config, f *fleet, method, dir 
 		budget = throttle.Budget{Off: true}
 	}
 	runner := &rollout.Runner{Plan: p, Parallel: cfg.Parallel, Budgeted: !budget.Off,
-		Mover: rollout.Sidecars{Bus: &natsapi.Client{NC: nc}, Snapshot: snapshotOf[method], Budget: &budget}}
+		Mover: rollout.Sidecars{Bus: &natsapi.Client{NC: sc.nc}, Snapshot: snapshotOf[method], Budget: &budget}}
 	out := runner.Run(ctx)
 	var failed []string
 	for _, o := range out {
