@@ -321,20 +321,12 @@ func rebalance(ctx context.Context, cfg *Config, c *localcluster.Cluster, dir st
 
 // fleetPlan is what `slotmover plan --add <the new masters>` computes.
 func fleetPlan(ctx context.Context, f *fleet) (*planner.Plan, error) {
-	seed := cluster.Conn{Addr: f.c.Nodes[0].Addr}
-	view, err := planner.Gather(ctx, seed, planner.GatherOptions{By: planner.ByKeys})
-	if err != nil {
-		return nil, fmt.Errorf("plan: read the cluster: %w", err)
-	}
 	var added []string
 	for _, n := range f.c.Nodes[f.old:] {
 		added = append(added, n.Addr)
 	}
-	p, err := planner.Make(view, planner.Request{Mode: planner.Add, Nodes: added, By: planner.ByKeys})
+	p, err := planner.Build(ctx, cluster.Conn{Addr: f.c.Nodes[0].Addr}, planner.Request{Mode: planner.Add, Nodes: added, By: planner.ByKeys}, planner.BigKeyOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("plan: %w", err)
-	}
-	if err := planner.FindBigKeys(ctx, seed, view, p, planner.BigKeyOptions{}); err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
 	return p, nil

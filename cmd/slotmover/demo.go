@@ -157,20 +157,10 @@ func runDemo(ctx context.Context, out io.Writer, keys, bigElements, parallel int
 	planPath := filepath.Join(dir, "plan.json")
 	say("each $ line below is the command that does the same from a shell; the demo runs its code in-process")
 	fmt.Fprintf(out, "\n$ slotmover plan --cluster %s --add %s -o %s\n", c.Nodes[0].Addr, c.Nodes[3].Addr, planPath)
-	seed := cluster.Conn{Addr: c.Nodes[0].Addr}
-	view, err := planner.Gather(ctx, seed, planner.GatherOptions{By: planner.ByKeys})
-	if err != nil {
-		return nil, d, fmt.Errorf("read the cluster: %w", err)
-	}
-	p, err := planner.Make(view, planner.Request{Mode: planner.Add, Nodes: []string{c.Nodes[3].Addr}, By: planner.ByKeys})
+	p, err := planner.Build(ctx, cluster.Conn{Addr: c.Nodes[0].Addr}, planner.Request{Mode: planner.Add, Nodes: []string{c.Nodes[3].Addr}, By: planner.ByKeys}, planner.BigKeyOptions{})
 	if err != nil {
 		return nil, d, fmt.Errorf("plan: %w", err)
 	}
-	if err := planner.FindBigKeys(ctx, seed, view, p, planner.BigKeyOptions{}); err != nil {
-		return nil, d, fmt.Errorf("plan: %w", err)
-	}
-	p.Cluster = seed.Addr
-	p.Created = time.Now().UTC().Format(time.RFC3339)
 	if err := writePlan(planPath, p); err != nil {
 		return nil, d, err
 	}

@@ -102,21 +102,14 @@ func planCmd(args []string) int {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	view, err := planner.Gather(ctx, conn, planner.GatherOptions{By: req.By})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "slotmover plan: read the cluster: %v\n", err)
-		return exitFailed
-	}
-	p, err := planner.Make(view, req)
-	if err != nil {
-		return bad("%v", err)
-	}
-	if err := planner.FindBigKeys(ctx, conn, view, p, planner.BigKeyOptions{Bytes: bigKeyBytes}); err != nil {
+	p, err := planner.Build(ctx, conn, req, planner.BigKeyOptions{Bytes: bigKeyBytes})
+	if errors.Is(err, planner.ErrRead) {
 		fmt.Fprintf(os.Stderr, "slotmover plan: %v\n", err)
 		return exitFailed
 	}
-	p.Cluster = seed
-	p.Created = time.Now().UTC().Format(time.RFC3339)
+	if err != nil {
+		return bad("%v", err)
+	}
 	if out != "" {
 		if err := writePlan(out, p); err != nil {
 			fmt.Fprintf(os.Stderr, "slotmover plan: %v\n", err)
