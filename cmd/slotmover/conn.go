@@ -1,7 +1,7 @@
 package main
 
 import (
-	"errors"
+	"crypto/tls"
 	"fmt"
 	"os"
 	"strings"
@@ -15,22 +15,16 @@ import (
 // connFlags say how to reach Redis and how much to log; move, plan,
 // apply and fix share them.
 type connFlags struct {
-	user               string
-	password           secretFlags
-	tlsOn, tlsInsecure bool
-	tlsCA              string
-	tlsCert, tlsKey    string
+	user     string
+	password secretFlags
+	tls      tlsFlags
 	logFlags
 }
 
 func (f *connFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.user, "user", "", "ACL user for Redis (every node)")
 	f.password.register(fs, "password", "Redis", "SLOTMOVER_PASSWORD")
-	fs.BoolVar(&f.tlsOn, "tls", false, "connect to Redis with TLS")
-	fs.StringVar(&f.tlsCA, "tls-ca-cert", "", "with --tls, trust the CA certificates in this PEM `file` (default the system's)")
-	fs.StringVar(&f.tlsCert, "tls-cert", "", "with --tls, present the client certificate in this PEM `file` (with --tls-key), for servers with tls-auth-clients")
-	fs.StringVar(&f.tlsKey, "tls-key", "", "with --tls, the private key of --tls-cert, in this PEM `file`")
-	fs.BoolVar(&f.tlsInsecure, "tls-insecure", false, "with --tls, do not verify server certificates")
+	f.tls.register(fs, "tls", "Redis", "for servers with tls-auth-clients")
 	f.logFlags.register(fs)
 }
 
@@ -41,19 +35,43 @@ func (f *connFlags) conn(addr string) (mover.Conn, error) {
 		return mover.Conn{}, err
 	}
 	c := mover.Conn{Addr: addr, Username: f.user, Password: password}
-	if (f.tlsCert == "") != (f.tlsKey == "") {
-		return c, errors.New("--tls-cert and --tls-key go together")
+	c.TLS, err = f.tls.config()
+	return c, err
+}
+
+// tlsFlags are --NAME, --NAME-ca-cert, --NAME-cert, --NAME-key and
+// --NAME-insecure: how a client reaches a server over TLS.
+type tlsFlags struct {
+	name          string // "tls", "admin-tls"
+	on, insecure  bool
+	ca, cert, key string
+}
+
+func (t *tlsFlags) register(fs *pflag.FlagSet, name, what, clientCertFor string) {
+	t.name = name
+	fs.BoolVar(&t.on, name, false, "connect to "+what+" with TLS")
+	fs.StringVar(&t.ca, name+"-ca-cert", "", "with --"+name+", trust the CA certificates in this PEM `file` (default the system's)")
+	fs.StringVar(&t.cert, name+"-cert", "", "with --"+name+", present the client certificate in this PEM `file` (with --"+name+"-key), "+clientCertFor)
+	fs.StringVar(&t.key, name+"-key", "", "with --"+name+", the private key of --"+name+"-cert, in this PEM `file`")
+	fs.BoolVar(&t.insecure, name+"-insecure", false, "with --"+name+", do not verify the server's certificate")
+}
+
+// config returns the client's TLS configuration, nil without --NAME.
+func (t *tlsFlags) config() (*tls.Config, error) {
+	n := t.name
+	if (t.cert == "") != (t.key == "") {
+		return nil, fmt.Errorf("--%s-cert and --%s-key go together", n, n)
 	}
-	if !f.tlsOn {
+	if !t.on {
 		// A command that names certificates must not run in plain text.
-		if f.tlsCA != "" || f.tlsCert != "" || f.tlsKey != "" {
-			return c, errors.New("--tls-ca-cert, --tls-cert and --tls-key go with --tls")
+		if t.ca != "" || t.cert != "" || t.key != "" {
+			return nil, fmt.Errorf("--%s-ca-cert, --%s-cert and --%s-key go with --%s", n, n, n, n)
 		}
-		return c, nil
+		return nil, nil
 	}
-	c.TLS, err = config.TLS{Enabled: true, CA: f.tlsCA, Cert: f.tlsCert, Key: f.tlsKey, InsecureSkipVerify: f.tlsInsecure}.Config()
+	c, err := config.TLS{Enabled: true, CA: t.ca, Cert: t.cert, Key: t.key, InsecureSkipVerify: t.insecure}.Config()
 	if err != nil {
-		return c, fmt.Errorf("TLS %w", err)
+		return nil, fmt.Errorf("TLS %w", err)
 	}
 	return c, nil
 }

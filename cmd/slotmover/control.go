@@ -40,7 +40,7 @@ func controlCmd(cmd string, args []string) int {
 	if *all {
 		ids = 0
 	}
-	if refuseExtra(cmd, pos, ids, takes) || refusePassword(cmd, &d) {
+	if refuseExtra(cmd, pos, ids, takes) || refuseAdminFlags(cmd, &d) {
 		return exitRefused
 	}
 	id := strings.Join(pos, "")

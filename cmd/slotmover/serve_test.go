@@ -32,6 +32,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
+	"github.com/slotmover/slotmover/internal/cli"
 	"github.com/slotmover/slotmover/internal/config"
 	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/natsapi"
@@ -182,6 +183,20 @@ func TestServeHidesNATSCredentialsAndServesAdminTLS(t *testing.T) {
 			defer plain.Close()
 			if err := plain.Ping(ctx).Err(); err == nil {
 				t.Error("a plaintext client was answered")
+			}
+			// status reaches it with --admin-tls, trusting its
+			// certificate, and not without.
+			for _, args := range [][]string{{"--admin-tls", "--admin-tls-ca-cert", cert}, nil} {
+				fs := cli.NewFlagSet("status")
+				var d daemonFlags
+				d.register(fs)
+				if err := cli.Parse(fs, append([]string{"--admin", adminAddr}, args...)); err != nil {
+					t.Fatal(err)
+				}
+				tasks, err := d.ask(ctx, "status", "")
+				if (err == nil) != (args != nil) || err == nil && len(tasks) != 0 {
+					t.Errorf("status %q: %v, %v", args, tasks, err)
+				}
 			}
 
 			// NATS goes away and comes back on the same port: the

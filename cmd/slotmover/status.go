@@ -25,6 +25,7 @@ import (
 type daemonFlags struct {
 	admin         string
 	password      secretFlags // the admin port's
+	tls           tlsFlags    // the admin port's
 	natsURL, node string
 	prefix        string
 	config        string
@@ -33,6 +34,7 @@ type daemonFlags struct {
 func (d *daemonFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&d.admin, "admin", "127.0.0.1:7100", "the sidecar's admin port, `HOST:PORT`")
 	d.password.register(fs, "admin-password", "the admin port", "SLOTMOVER_ADMIN_PASSWORD") // serve's name
+	d.tls.register(fs, "admin-tls", "the admin port", "for an admin port with tls.client_ca")
 	fs.StringVar(&d.natsURL, "nats", "", "ask over NATS instead, at this `URL` (with --node)")
 	fs.StringVar(&d.node, "node", "", "over NATS: the sidecar's node ID or alias")
 	fs.StringVar(&d.prefix, "nats-subject-prefix", "slotmover", "over NATS: the subject prefix")
@@ -57,7 +59,11 @@ func (d *daemonFlags) askAdmin(ctx context.Context, verb []string, id string) ([
 	if err != nil {
 		return nil, err
 	}
-	c := redis.NewClient(&redis.Options{Addr: d.admin, Password: password, DisableIdentity: true, MaxRetries: -1})
+	tlsConf, err := d.tls.config()
+	if err != nil {
+		return nil, err
+	}
+	c := redis.NewClient(&redis.Options{Addr: d.admin, Password: password, TLSConfig: tlsConf, DisableIdentity: true, MaxRetries: -1})
 	defer c.Close()
 	args := []any{"CLUSTER", "MIGRATION"}
 	for _, v := range verb {
@@ -141,11 +147,16 @@ func (d *daemonFlags) askNATS(ctx context.Context, verb, id string) ([]map[strin
 	return out, nil
 }
 
-// refusePassword reports whether the admin password cannot be had (both
-// --password and --password-file, an unreadable file), after saying why:
-// that is bad input, refused before anything is asked.
-func refusePassword(cmd string, d *daemonFlags) bool {
-	if _, err := d.password.get(); err != nil {
+// refuseAdminFlags reports whether the admin port's password or TLS
+// cannot be had (both --admin-password and --admin-password-file, an
+// unreadable file, a certificate without its key), after saying why: that
+// is bad input, refused before anything is asked.
+func refuseAdminFlags(cmd string, d *daemonFlags) bool {
+	_, err := d.password.get()
+	if err == nil {
+		_, err = d.tls.config()
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "slotmover %s: %v\n", cmd, err)
 		return true
 	}
@@ -162,7 +173,7 @@ func statusCmd(args []string) int {
 	if !ok {
 		return code
 	}
-	if refuseExtra("status", pos, 1, "one task ID at most") || refusePassword("status", &d) {
+	if refuseExtra("status", pos, 1, "one task ID at most") || refuseAdminFlags("status", &d) {
 		return exitRefused
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -228,7 +239,7 @@ func cancelCmd(args []string) int {
 	if *all {
 		ids = 0
 	}
-	if refuseExtra("cancel", pos, ids, "one task ID, or --all") || refusePassword("cancel", &d) {
+	if refuseExtra("cancel", pos, ids, "one task ID, or --all") || refuseAdminFlags("cancel", &d) {
 		return exitRefused
 	}
 	id := strings.Join(pos, "")
