@@ -75,6 +75,9 @@ func TestCLIRefusesExtraArguments(t *testing.T) {
 		{"version", []string{"version", "stray"}, `unexpected argument "stray": version takes no argument`},
 		{"ls", []string{"ls", "--nats", "nats://127.0.0.1:1", "stray"}, `unexpected argument "stray": ls takes only flags`},
 		{"pause", []string{"pause", "--admin", "127.0.0.1:1", "id1", "stray"}, `unexpected argument "stray": pause takes one task ID, or --all`},
+		{"resume", []string{"resume", "--all", "stray", "--admin", "127.0.0.1:1"}, `unexpected argument "stray": resume takes one task ID, or --all`},
+		{"hold-cutover", []string{"hold-cutover", "id1", "stray"}, `unexpected argument "stray": hold-cutover takes one task ID, or --all`},
+		{"release-cutover", []string{"release-cutover", "id1", "id2"}, `unexpected argument "id2": release-cutover takes one task ID, or --all`},
 		{"budget", []string{"budget", "off", "--all", "--admin", "127.0.0.1:1", "stray"}, `unexpected argument "stray": budget takes a budget`},
 	}
 	for _, tc := range cases {
