@@ -84,10 +84,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	for _, bin := range []string{localcluster.ServerBin, cfg.RedisCli} {
-		if _, err := exec.LookPath(bin); err != nil {
-			return nil, fmt.Errorf("need %s: %w", bin, err)
-		}
+	if err := localcluster.NeedBinaries(localcluster.ServerBin, cfg.RedisCli); err != nil {
+		return nil, err
 	}
 	if cfg.Dir != "" {
 		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {

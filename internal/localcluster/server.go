@@ -157,7 +157,7 @@ func startOn(ctx context.Context, dir string, port int, opts Options) (*Server, 
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("start %s: %w: install Redis 7 (on Debian or Ubuntu: apt-get install redis-server redis-tools), or set SLOTMOVER_REDIS_SERVER=/path/to/redis-server", opts.bin(), err)
+			return nil, fmt.Errorf("start %s: %w: %s", opts.bin(), err, installHint)
 		}
 		return nil, fmt.Errorf("start %s: %w", opts.bin(), err)
 	}

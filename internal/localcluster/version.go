@@ -84,6 +84,21 @@ func atLeast(major, minor int) bool {
 	return err != nil || v.AtLeast(major, minor)
 }
 
+// installHint says where redis-server and redis-cli come from, and how to
+// point at another build.
+const installHint = "install Redis 7 (on Debian or Ubuntu: apt-get install redis-server redis-tools), or set SLOTMOVER_REDIS_SERVER=/path/to/redis-server (and SLOTMOVER_REDIS_CLI if its redis-cli is not beside it)"
+
+// NeedBinaries reports which of redis-server and redis-cli (or the builds
+// named instead) cannot be found, saying where to get them.
+func NeedBinaries(bins ...string) error {
+	for _, bin := range bins {
+		if _, err := exec.LookPath(bin); err != nil {
+			return fmt.Errorf("need %s: %w: %s", bin, err, installHint)
+		}
+	}
+	return nil
+}
+
 // CliBin is the redis-cli the harness runs (CheckWithRedisCli): the
 // SLOTMOVER_REDIS_CLI environment variable if set, else the cli beside
 // ServerBin (valkey-cli beside valkey-server, redis-cli beside

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -77,5 +78,18 @@ func TestCliBinFollowsServer(t *testing.T) {
 	t.Setenv("SLOTMOVER_REDIS_CLI", "/opt/my/redis-cli")
 	if got := CliBin(); got != "/opt/my/redis-cli" {
 		t.Errorf("with SLOTMOVER_REDIS_CLI: %s", got)
+	}
+}
+
+// A missing binary is named with where to get it and how to point at
+// another build.
+func TestNeedBinaries(t *testing.T) {
+	if err := NeedBinaries("sh"); err != nil {
+		t.Fatal(err)
+	}
+	err := NeedBinaries("sh", "no-such-redis-server")
+	if err == nil || !strings.Contains(err.Error(), "need no-such-redis-server") ||
+		!strings.Contains(err.Error(), "apt-get install redis-server redis-tools") || !strings.Contains(err.Error(), "SLOTMOVER_REDIS_SERVER=") {
+		t.Fatalf("%v", err)
 	}
 }
