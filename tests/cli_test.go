@@ -155,6 +155,9 @@ func TestCLIHelpAndBadFlags(t *testing.T) {
 	if code != 0 || stderr != "" || !strings.Contains(stdout, "hold-cutover") {
 		t.Fatalf("slotmover --help: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
 	}
+	if code, stdout, _ := runCLI(t, "help", "fix"); code != 0 || !strings.HasPrefix(stdout, "usage: slotmover fix") {
+		t.Fatalf("slotmover help fix: exit %d\nstdout %s", code, stdout)
+	}
 	if code, _, stderr := runCLI(t, "mvoe"); code != 2 || strings.Count(stderr, "\n") != 1 {
 		t.Fatalf("slotmover mvoe: exit %d, stderr %q", code, stderr)
 	}

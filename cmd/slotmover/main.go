@@ -27,6 +27,11 @@ func main() {
 	}
 	switch name := os.Args[1]; name {
 	case "-h", "--help", "help":
+		if len(os.Args) > 2 { // help COMMAND: that command's --help
+			if c := lookup(os.Args[2]); c != nil {
+				os.Exit(c.run(os.Args[2], []string{"--help"}))
+			}
+		}
 		usage(os.Stdout)
 	default:
 		c := lookup(name)
