@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -14,30 +13,12 @@ import (
 	"math/big"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/slotmover/slotmover/tests/harness"
 )
-
-// syncBuffer is a log destination safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // readToEOF reads c until the server closes it; a read that times out
 // means the server left the connection open.
@@ -72,7 +53,7 @@ func TestHTTPRequestClosesTheConnection(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake()
-			var log syncBuffer
+			var log harness.SyncBuffer
 			s := serveLogged(t, tc.cfg, f, slog.New(slog.NewTextHandler(&log, nil)))
 			c, err := net.DialTimeout("tcp", s.addr, 2*time.Second)
 			if err != nil {

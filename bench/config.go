@@ -125,8 +125,9 @@ type Config struct {
 	FleetMasters, FleetNew, Parallel int
 	// Sidecars starts a slotmover sidecar beside each of nodes, reachable
 	// on the NATS server at natsURL, logging into dir; stop ends them.
-	// The fleet's slotmover methods need it (`slotmover bench` runs
-	// `slotmover serve` processes); without it they fail. stop, if not
+	// The fleet's slotmover methods need it (SidecarsNeeded;
+	// `slotmover-lab bench` runs `slotmover serve` processes); without it
+	// they fail. stop, if not
 	// nil, is called also after an error.
 	Sidecars func(ctx context.Context, natsURL string, nodes []string, dir string) (stop func(), err error)
 
@@ -308,4 +309,12 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// SidecarsNeeded says whether the run needs Sidecars: the fleet workload
+// with a method of slotmover's.
+func (c *Config) SidecarsNeeded() bool {
+	return slices.Contains(c.Workloads, WorkloadFleet) && slices.ContainsFunc(c.Methods, func(m string) bool {
+		return m != MethodRebalance && m != MethodASM && applies(WorkloadFleet, m)
+	})
 }

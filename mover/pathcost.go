@@ -57,7 +57,7 @@ func decide(f pathFacts) (path, why string, pred *PathPrediction) {
 }
 
 // The cost model of a move, fitted (least squares) to the totals of
-// `slotmover bench` runs on a 2-core VM (Redis 7.0.15; source, target and
+// `slotmover-lab bench` runs on a 2-core VM (Redis 7.0.15; source, target and
 // mover on the same two cores), every run verified; docs/benchmarks.md
 // has them. A move's total: preflight, snapshot, catch-up, cutover and
 // the source's cleanup.

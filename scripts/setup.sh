@@ -2,7 +2,7 @@
 # Sets up what slotmover's demo and tests need on a machine with Go, then
 # runs one of them:
 #
-#   bash scripts/setup.sh demo    # then: go run ./cmd/slotmover demo [its flags]
+#   bash scripts/setup.sh demo    # then: go run ./cmd/slotmover-lab demo [its flags]
 #   bash scripts/setup.sh test    # then: go test -count=1 -timeout 36m ./...
 #   bash scripts/setup.sh check   # set up only
 #
@@ -88,6 +88,6 @@ fi
 "${SLOTMOVER_REDIS_SERVER:-redis-server}" --version
 
 case "$mode" in
-demo) exec go run ./cmd/slotmover demo "${@:2}" ;;
+demo) exec go run ./cmd/slotmover-lab demo "${@:2}" ;;
 test) exec go test -count=1 -timeout 36m ./... ;;
 esac

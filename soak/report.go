@@ -363,7 +363,7 @@ func summarize(lat []int64) Latency {
 
 // WriteText prints the report as tables for a terminal.
 func (r *Report) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "slotmover soak of %s: load %.1f s, total %.1f s, seed %d, run %s, %d workers, %d keys\n\n",
+	fmt.Fprintf(w, "slotmover-lab soak of %s: load %.1f s, total %.1f s, seed %d, run %s, %d workers, %d keys\n\n",
 		r.Cluster, r.LoadSeconds, r.TotalSeconds, r.Seed, r.Run, r.Workers, r.Keys)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "ops\t%d\t(%.0f/s, %d with unknown outcome; %d more to write every key first and to verify)\n", r.OpsTotal, r.OpsPerSec, r.Uncertain, r.Unloaded)

@@ -23,15 +23,18 @@ import (
 	"github.com/slotmover/slotmover/tests/harness"
 )
 
-var slotmoverBin string
+// The binaries under test, side by side as an operator installs them:
+// slotmover, and slotmover-lab (demo, bench, soak), whose bench runs the
+// slotmover beside it.
+var slotmoverBin, labBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "slotmover-bin-")
 	if err != nil {
 		panic(err)
 	}
-	slotmoverBin = filepath.Join(dir, "slotmover")
-	if out, err := exec.Command("go", "build", "-o", slotmoverBin, "../cmd/slotmover").CombinedOutput(); err != nil {
+	slotmoverBin, labBin = filepath.Join(dir, "slotmover"), filepath.Join(dir, "slotmover-lab")
+	if out, err := exec.Command("go", "build", "-o", dir+"/", "../cmd/slotmover", "../cmd/slotmover-lab").CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
 		panic("build slotmover: " + err.Error() + "\n" + string(out))
 	}
@@ -40,12 +43,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// runCLI runs `slotmover args…` and returns its exit code, stdout and stderr.
+// runCLI runs `slotmover args…` (`slotmover-lab args…` for the lab's
+// verbs) and returns its exit code, stdout and stderr.
 func runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, slotmoverBin, args...)
+	cmd := exec.CommandContext(ctx, binOf(args), args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -54,6 +58,15 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 		t.Fatalf("run slotmover: %v", err)
 	}
 	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
+}
+
+// binOf is the binary that runs the command line args: the lab's for
+// demo, bench and soak.
+func binOf(args []string) string {
+	if len(args) > 0 && slices.Contains([]string{"demo", "bench", "soak"}, args[0]) {
+		return labBin
+	}
+	return slotmoverBin
 }
 
 // Each bad request is refused with exit code 2 and a clear message, and

@@ -33,7 +33,7 @@ func TestBenchFleet(t *testing.T) {
 		"--big-elements", "3000", "--fleet-masters", "3", "--fleet-new", "2", "--parallel", "3", "--load-rate", "500",
 		"--asm-build", bench.DefaultASMBuild(), "--redis-cli", localcluster.CliBin(), "--server-bin", localcluster.ServerBin,
 		"--dir", t.TempDir(), "--move-timeout", "2m", "--json"}
-	cmd := exec.CommandContext(ctx, slotmoverBin, args...)
+	cmd := exec.CommandContext(ctx, labBin, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

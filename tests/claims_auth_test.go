@@ -281,7 +281,7 @@ func runCLIEnv(t *testing.T, env []string, args ...string) (int, string, string)
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, slotmoverBin, args...)
+	cmd := exec.CommandContext(ctx, binOf(args), args...)
 	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -130,12 +130,13 @@ func TestCLIHelpAndBadFlags(t *testing.T) {
 		{"version", nil, []string{"--bogus"}},
 	} {
 		t.Run(tc.cmd, func(t *testing.T) {
+			prog := filepath.Base(binOf([]string{tc.cmd}))
 			for _, help := range []string{"-h", "--help"} {
 				code, stdout, stderr := runCLI(t, tc.cmd, help)
 				first, _, _ := strings.Cut(stdout, "\n")
-				if code != 0 || stderr != "" || !strings.HasPrefix(first, "usage: slotmover ") || !strings.Contains(first, tc.cmd) ||
+				if code != 0 || stderr != "" || !strings.HasPrefix(first, "usage: "+prog+" ") || !strings.Contains(first, tc.cmd) ||
 					!strings.Contains(stdout, "\nexit codes:\n  0  ") {
-					t.Fatalf("slotmover %s %s: exit %d, want 0 with the help and exit codes on stdout\nstdout %s\nstderr %s", tc.cmd, help, code, stdout, stderr)
+					t.Fatalf("%s %s %s: exit %d, want 0 with the help and exit codes on stdout\nstdout %s\nstderr %s", prog, tc.cmd, help, code, stdout, stderr)
 				}
 			}
 			for _, bad := range [][]string{tc.bad, {"--bogus"}} {
@@ -145,15 +146,21 @@ func TestCLIHelpAndBadFlags(t *testing.T) {
 				if bad[0] != "--bogus" {
 					want = "invalid argument"
 				}
-				if code != 2 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "slotmover "+tc.cmd+": ") || !strings.Contains(stderr, want) {
-					t.Fatalf("slotmover %s: exit %d, want 2 with one line %q\nstdout %s\nstderr %s", strings.Join(args, " "), code, want, stdout, stderr)
+				if code != 2 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, prog+" "+tc.cmd+": ") || !strings.Contains(stderr, want) {
+					t.Fatalf("%s %s: exit %d, want 2 with one line %q\nstdout %s\nstderr %s", prog, strings.Join(args, " "), code, want, stdout, stderr)
 				}
 			}
 		})
 	}
+	// The production binary lists its verbs and not the lab's, which
+	// the lab binary lists.
 	code, stdout, stderr := runCLI(t, "--help")
-	if code != 0 || stderr != "" || !strings.Contains(stdout, "hold-cutover") {
+	if code != 0 || stderr != "" || !strings.Contains(stdout, "hold-cutover") || strings.Contains(stdout, "slotmover bench") {
 		t.Fatalf("slotmover --help: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	if out, err := exec.Command(labBin, "--help").Output(); err != nil || !strings.Contains(string(out), "slotmover-lab bench") ||
+		strings.Contains(string(out), "slotmover-lab move") {
+		t.Fatalf("slotmover-lab --help: %v\n%s", err, out)
 	}
 	if code, stdout, _ := runCLI(t, "help", "fix"); code != 0 || !strings.HasPrefix(stdout, "usage: slotmover fix") {
 		t.Fatalf("slotmover help fix: exit %d\nstdout %s", code, stdout)
@@ -273,6 +280,46 @@ func TestCLIKeepsSecretsOut(t *testing.T) {
 		if !okCode || !strings.Contains(stdout+stderr, r.want) {
 			t.Errorf("%s: exit %d, want %d with %q\nstdout %s\nstderr %s", what, code, r.code, r.want, stdout, stderr)
 		}
+	}
+}
+
+// status reaches a sidecar's TLS admin port with --admin-tls, trusting
+// its certificate, and not without: a plaintext client gets no answer.
+func TestCLIStatusOverAdminTLS(t *testing.T) {
+	c := harness.ClusterT(t, []string{"0-16383"}, localcluster.Options{})
+	cert, key, _, err := localcluster.WriteTestCert(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := freeAddr(t)
+	var log bytes.Buffer
+	serve := exec.Command(slotmoverBin, "serve", "--node", c.Nodes[0].Addr, "--admin", admin, "--metrics", "",
+		"--admin-tls-cert", cert, "--admin-tls-key", key, "--state-dir", t.TempDir())
+	serve.Stdout, serve.Stderr = &log, &log
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		serve.Process.Kill()
+		serve.Wait()
+		if t.Failed() {
+			t.Logf("serve's log:\n%s", log.String())
+		}
+	})
+	status := []string{"status", "--json", "--admin", admin}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, stdout, stderr := runCLI(t, append(status, "--admin-tls", "--admin-tls-ca-cert", cert)...)
+		if code == 0 && strings.TrimSpace(stdout) == "[]" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status --admin-tls: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code, stdout, stderr := runCLI(t, status...); code == 0 {
+		t.Fatalf("status without --admin-tls was answered: exit 0\nstdout %s\nstderr %s", stdout, stderr)
 	}
 }
 

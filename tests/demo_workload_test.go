@@ -23,7 +23,7 @@ import (
 func TestDemoWorkloadWithDroppedConnections(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, slotmoverBin, "demo", "--keys", "20000", "--big-elements", "3000", "--json")
+	cmd := exec.CommandContext(ctx, labBin, "demo", "--keys", "20000", "--big-elements", "3000", "--json")
 	var stdout strings.Builder
 	cmd.Stdout = &stdout
 	errPipe, err := cmd.StderrPipe()

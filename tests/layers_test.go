@@ -32,6 +32,38 @@ func TestLayers(t *testing.T) {
 	}
 }
 
+// The production binary starts no server of its own: neither the
+// embedded NATS server nor the redis-server launcher is linked into it
+// (they are the lab's, cmd/slotmover-lab).
+func TestProductionBinaryLinksNoLab(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "./../cmd/slotmover").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	if bad := labDeps(string(out)); len(bad) > 0 {
+		t.Fatalf("cmd/slotmover links the lab's packages:\n  %s", strings.Join(bad, "\n  "))
+	}
+	// The check sees them where they are: in the lab's binary.
+	out, err = exec.Command("go", "list", "-deps", "./../cmd/slotmover-lab").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	if len(labDeps(string(out))) != 2 {
+		t.Fatalf("cmd/slotmover-lab does not link both the NATS server and localcluster:\n%s", out)
+	}
+}
+
+// labDeps lists the lab's packages among go list -deps's lines.
+func labDeps(deps string) []string {
+	var found []string
+	for _, p := range strings.Fields(deps) {
+		if p == "github.com/nats-io/nats-server/v2/server" || p == module+"internal/localcluster" {
+			found = append(found, p)
+		}
+	}
+	return found
+}
+
 // parseLayers reads the table between the layers markers: package → layer.
 func parseLayers(doc string) (map[string]int, error) {
 	const begin, end = "<!-- layers: bottom first; tests/layers_test.go checks them -->\n", "<!-- end of layers -->"

@@ -22,7 +22,7 @@ import (
 	"github.com/slotmover/slotmover/tests/harness"
 )
 
-// The soak tests run the checked workload of `slotmover soak` on a real
+// The soak tests run the checked workload of `slotmover-lab soak` on a real
 // cluster of 4 masters (3 holding every slot, 1 empty) while slots move.
 //
 // A longer soak: SLOTMOVER_SOAK_DURATION=10m (and optionally

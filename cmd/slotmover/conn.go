@@ -3,11 +3,11 @@ package main
 import (
 	"crypto/tls"
 	"fmt"
-	"os"
-	"strings"
 
 	"github.com/spf13/pflag"
 
+	"github.com/slotmover/slotmover/internal/cli"
+	"github.com/slotmover/slotmover/internal/command"
 	"github.com/slotmover/slotmover/internal/config"
 	"github.com/slotmover/slotmover/mover"
 )
@@ -16,21 +16,21 @@ import (
 // apply and fix share them.
 type connFlags struct {
 	user     string
-	password secretFlags
+	password cli.Secret
 	tls      tlsFlags
-	logFlags
+	command.LogFlags
 }
 
 func (f *connFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.user, "user", "", "ACL user for Redis (every node)")
-	f.password.register(fs, "password", "Redis", "SLOTMOVER_PASSWORD")
+	f.password.Register(fs, "password", "Redis", "SLOTMOVER_PASSWORD")
 	f.tls.register(fs, "tls", "Redis", "for servers with tls-auth-clients")
-	f.logFlags.register(fs)
+	f.LogFlags.Register(fs)
 }
 
 // conn returns how to reach addr with these credentials.
 func (f *connFlags) conn(addr string) (mover.Conn, error) {
-	password, err := f.password.get()
+	password, err := f.password.Get()
 	if err != nil {
 		return mover.Conn{}, err
 	}
@@ -74,60 +74,4 @@ func (t *tlsFlags) config() (*tls.Config, error) {
 		return nil, fmt.Errorf("TLS %w", err)
 	}
 	return c, nil
-}
-
-// secretFlags are --password and --password-file (or with a prefix:
-// --admin-password…), with an environment variable for neither. The
-// variable is read when the secret is needed, never made a flag's
-// default: --help prints the defaults.
-type secretFlags struct {
-	given givenSecret
-	file  string
-	name  string // "password", "admin-password"
-	env   string
-}
-
-// register adds --NAME and --NAME-file for the password of what.
-func (s *secretFlags) register(fs *pflag.FlagSet, name, what, env string) {
-	s.name, s.env = name, env
-	fs.Var(&s.given, name, "the `password` for "+what+" (default $"+env+"); other local users may see a command line: prefer --"+name+"-file")
-	fs.StringVar(&s.file, name+"-file", "", "read the password for "+what+" from the first line of this `file`")
-}
-
-// get returns the password: --NAME's, else the first line of
-// --NAME-file's file, else the environment variable's.
-func (s *secretFlags) get() (string, error) {
-	switch {
-	case s.given.set && s.file != "":
-		return "", fmt.Errorf("--%s and --%s-file: give one", s.name, s.name)
-	case s.given.set:
-		return s.given.value, nil
-	case s.file != "":
-		data, err := os.ReadFile(s.file)
-		if err != nil {
-			return "", fmt.Errorf("--%s-file: %w", s.name, err)
-		}
-		line, _, _ := strings.Cut(string(data), "\n")
-		if line = strings.TrimSuffix(line, "\r"); line == "" {
-			return "", fmt.Errorf("--%s-file %s: the first line is empty", s.name, s.file)
-		}
-		return line, nil
-	}
-	return os.Getenv(s.env), nil
-}
-
-// givenSecret is the value of --password. Its String is always empty:
-// the flag package prints it as the default in usage texts.
-type givenSecret struct {
-	value string
-	set   bool // given, even empty: --password "" overrides the environment
-}
-
-func (g *givenSecret) String() string { return "" }
-
-func (g *givenSecret) Type() string { return "password" }
-
-func (g *givenSecret) Set(v string) error {
-	g.value, g.set = v, true
-	return nil
 }

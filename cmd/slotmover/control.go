@@ -25,7 +25,7 @@ func controlCmd(cmd string, args []string) int {
 	if action == sidecar.ActionBudget {
 		takes = "a budget (off, default, or max-event=DURATION,max-rise=RATIO), then one task ID or --all"
 	}
-	pos, code, ok := parseFlags(fs, args)
+	pos, code, ok := prog.ParseFlags(fs, args)
 	if !ok {
 		return code
 	}
@@ -40,7 +40,7 @@ func controlCmd(cmd string, args []string) int {
 	if *all {
 		ids = 0
 	}
-	if refuseExtra(cmd, pos, ids, takes) || refuseAdminFlags(cmd, &d) {
+	if prog.RefuseExtra(cmd, pos, ids, takes) || refuseAdminFlags(cmd, &d) {
 		return exitRefused
 	}
 	id := strings.Join(pos, "")

@@ -13,6 +13,7 @@ import (
 	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/fix"
 	"github.com/slotmover/slotmover/internal/cli"
+	"github.com/slotmover/slotmover/internal/command"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
 )
@@ -35,11 +36,11 @@ func fixCmd(args []string) int {
 	sleep := fs.Duration("cleanup-sleep", time.Millisecond, "pause between removal batches")
 	replicaWait := fs.Duration("replica-wait", mover.DefaultReplicaWait, "before a cleanup, wait this long for the owner's replicas to hold the keys")
 	heldBy := fs.String("held-by", "", "with --slots, `NODEID:RUNID`: that node took the slots over holding every key while its run_id was RUNID (a stopped move's target_id and target_run_id); while it still is, a slot of them it holds no key of was emptied, and copies elsewhere go")
-	words, code, ok := parseFlags(fs, args)
+	words, code, ok := prog.ParseFlags(fs, args)
 	if !ok {
 		return code
 	}
-	if refuseExtra("fix", words, 0, flagsOnly) {
+	if prog.RefuseExtra("fix", words, 0, command.FlagsOnly) {
 		return exitRefused
 	}
 	seed, err := cf.conn(*node)
@@ -62,7 +63,7 @@ func fixCmd(args []string) int {
 			held = []fix.Held{{Owner: id, RunID: run, Slots: only}}
 		}
 	}
-	log, lerr := cf.logger(os.Stderr)
+	log, lerr := cf.Logger(os.Stderr)
 	if err = errors.Join(err, lerr); err != nil {
 		fmt.Fprintf(os.Stderr, "slotmover fix: %v\n", err)
 		return exitRefused

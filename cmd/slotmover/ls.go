@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/slotmover/slotmover/internal/cli"
+	"github.com/slotmover/slotmover/internal/command"
 	"github.com/slotmover/slotmover/natsapi"
 )
 
@@ -20,11 +21,11 @@ func lsCmd(args []string) int {
 	d.register(fs)
 	asJSON := fs.Bool("json", false, "print the answers as JSON")
 	wait := fs.Duration("wait", time.Second, "how long to gather answers")
-	pos, code, ok := parseFlags(fs, args)
+	pos, code, ok := prog.ParseFlags(fs, args)
 	if !ok {
 		return code
 	}
-	if refuseExtra("ls", pos, 0, flagsOnly) {
+	if prog.RefuseExtra("ls", pos, 0, command.FlagsOnly) {
 		return exitRefused
 	}
 	if d.natsURL == "" && d.config == "" {
@@ -50,7 +51,10 @@ func lsCmd(args []string) int {
 	}
 	slices.SortFunc(found, func(a, b natsapi.PingReply) int { return strings.Compare(a.Addr, b.Addr) })
 	if *asJSON {
-		printJSON(os.Stdout, found)
+		if found == nil {
+			found = []natsapi.PingReply{} // none is [], not null
+		}
+		command.PrintJSON(os.Stdout, found)
 		return 0
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)

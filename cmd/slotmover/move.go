@@ -19,6 +19,7 @@ import (
 
 	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/internal/cli"
+	"github.com/slotmover/slotmover/internal/command"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/throttle"
@@ -80,7 +81,7 @@ func (f *moveFlags) resolve() error {
 			return err
 		}
 	}
-	o.Logger, err = f.logger(os.Stderr)
+	o.Logger, err = f.Logger(os.Stderr)
 	return err
 }
 
@@ -88,11 +89,11 @@ func moveCmd(args []string) int {
 	fs := cli.NewFlagSet("move")
 	var f moveFlags
 	f.register(fs)
-	words, code, ok := parseFlags(fs, args)
+	words, code, ok := prog.ParseFlags(fs, args)
 	if !ok {
 		return code
 	}
-	if refuseExtra("move", words, 0, flagsOnly) {
+	if prog.RefuseExtra("move", words, 0, command.FlagsOnly) {
 		return exitRefused
 	}
 	if err := f.resolve(); err != nil {
@@ -107,10 +108,10 @@ func moveCmd(args []string) int {
 // runMove runs the move and prints its outcome; it returns the exit code.
 func runMove(ctx context.Context, f *moveFlags, stdout, stderr io.Writer) int {
 	var show *moveProgress
-	if isTerminal(stderr) {
+	if command.IsTerminal(stderr) {
 		show = newMoveProgress(ctx, stderr)
 		f.opts.Progress = show.update
-		f.opts.Logger, _ = f.logger(show.bars) // checked in resolve; the lines go above the bar
+		f.opts.Logger, _ = f.Logger(show.bars) // checked in resolve; the lines go above the bar
 	}
 	sum, err := mover.Run(ctx, f.opts)
 	if show != nil {
@@ -195,13 +196,4 @@ func progressLine(p mover.Progress) string {
 	return fmt.Sprintf("%-9s keys %d  %.1f  %.0f keys/s  big %d  delta %d  lag %s  %s  throttled %s%s",
 		p.Phase, p.KeysCopied, decor.SizeB1024(p.BytesCopied), rate, p.BigKeys, p.DeltaCommands, lag, p.Elapsed.Truncate(100*time.Millisecond),
 		p.Throttled.Truncate(100*time.Millisecond), held)
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/internal/cli"
+	"github.com/slotmover/slotmover/internal/command"
 	"github.com/slotmover/slotmover/internal/config"
 	"github.com/slotmover/slotmover/natsapi"
 )
@@ -24,8 +25,8 @@ import (
 // daemonFlags say how to reach a sidecar: its admin port, or NATS.
 type daemonFlags struct {
 	admin         string
-	password      secretFlags // the admin port's
-	tls           tlsFlags    // the admin port's
+	password      cli.Secret // the admin port's
+	tls           tlsFlags   // the admin port's
 	natsURL, node string
 	prefix        string
 	config        string
@@ -33,7 +34,7 @@ type daemonFlags struct {
 
 func (d *daemonFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&d.admin, "admin", "127.0.0.1:7100", "the sidecar's admin port, `HOST:PORT`")
-	d.password.register(fs, "admin-password", "the admin port", "SLOTMOVER_ADMIN_PASSWORD") // serve's name
+	d.password.Register(fs, "admin-password", "the admin port", "SLOTMOVER_ADMIN_PASSWORD") // serve's name
 	d.tls.register(fs, "admin-tls", "the admin port", "for an admin port with tls.client_ca")
 	fs.StringVar(&d.natsURL, "nats", "", "ask over NATS instead, at this `URL` (with --node)")
 	fs.StringVar(&d.node, "node", "", "over NATS: the sidecar's node ID or alias")
@@ -55,7 +56,7 @@ func (d *daemonFlags) ask(ctx context.Context, verb, id string) ([]map[string]an
 // and returns the reply as records of field → value: a count (CANCEL and
 // the controls answer one) as one record {"count": n}.
 func (d *daemonFlags) askAdmin(ctx context.Context, verb []string, id string) ([]map[string]any, error) {
-	password, err := d.password.get()
+	password, err := d.password.Get()
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +115,7 @@ func (d *daemonFlags) bus(name string) (*natsapi.Client, error) {
 			d.node = n.Alias
 		}
 	}
-	nc, err := connectNATS(n, name, slog.New(slog.DiscardHandler))
+	nc, err := natsapi.Connect(n, name, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +153,7 @@ func (d *daemonFlags) askNATS(ctx context.Context, verb, id string) ([]map[strin
 // unreadable file, a certificate without its key), after saying why: that
 // is bad input, refused before anything is asked.
 func refuseAdminFlags(cmd string, d *daemonFlags) bool {
-	_, err := d.password.get()
+	_, err := d.password.Get()
 	if err == nil {
 		_, err = d.tls.config()
 	}
@@ -169,11 +170,11 @@ func statusCmd(args []string) int {
 	var d daemonFlags
 	d.register(fs)
 	asJSON := fs.Bool("json", false, "print the records as JSON")
-	pos, code, ok := parseFlags(fs, args)
+	pos, code, ok := prog.ParseFlags(fs, args)
 	if !ok {
 		return code
 	}
-	if refuseExtra("status", pos, 1, "one task ID at most") || refuseAdminFlags("status", &d) {
+	if prog.RefuseExtra("status", pos, 1, "one task ID at most") || refuseAdminFlags("status", &d) {
 		return exitRefused
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -184,7 +185,10 @@ func statusCmd(args []string) int {
 		return exitFailed
 	}
 	if *asJSON {
-		printJSON(os.Stdout, tasks)
+		if tasks == nil {
+			tasks = []map[string]any{} // none is [], not null
+		}
+		command.PrintJSON(os.Stdout, tasks)
 		return 0
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
@@ -231,7 +235,7 @@ func cancelCmd(args []string) int {
 	var d daemonFlags
 	d.register(fs)
 	all := fs.Bool("all", false, "cancel every running task")
-	pos, code, ok := parseFlags(fs, args)
+	pos, code, ok := prog.ParseFlags(fs, args)
 	if !ok {
 		return code
 	}
@@ -239,7 +243,7 @@ func cancelCmd(args []string) int {
 	if *all {
 		ids = 0
 	}
-	if refuseExtra("cancel", pos, ids, "one task ID, or --all") || refuseAdminFlags("cancel", &d) {
+	if prog.RefuseExtra("cancel", pos, ids, "one task ID, or --all") || refuseAdminFlags("cancel", &d) {
 		return exitRefused
 	}
 	id := strings.Join(pos, "")

@@ -52,23 +52,33 @@ var testCert = sync.OnceValues(func() (pemPair, error) {
 	}, nil
 })
 
+// WriteTestCert writes the test certificate, for 127.0.0.1, into dir as
+// cert.pem and its key as key.pem, and returns their paths and a pool
+// that trusts it.
+func WriteTestCert(dir string) (cert, key string, pool *x509.CertPool, err error) {
+	pair, err := testCert()
+	if err != nil {
+		return "", "", nil, fmt.Errorf("make a test certificate: %w", err)
+	}
+	cert, key = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(cert, pair.cert, 0o644); err != nil {
+		return "", "", nil, err
+	}
+	if err := os.WriteFile(key, pair.key, 0o600); err != nil {
+		return "", "", nil, err
+	}
+	pool = x509.NewCertPool()
+	pool.AppendCertsFromPEM(pair.cert)
+	return cert, key, pool, nil
+}
+
 // tlsSetup writes the certificate into dir and returns the server's TLS
 // directives for port and the client configuration that trusts it.
 func tlsSetup(dir string, port int) ([]string, *tls.Config, error) {
-	pair, err := testCert()
-	certPEM, keyPEM := pair.cert, pair.key
+	cert, key, pool, err := WriteTestCert(dir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("make a test certificate: %w", err)
-	}
-	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(cert, certPEM, 0o644); err != nil {
 		return nil, nil, err
 	}
-	if err := os.WriteFile(key, keyPEM, 0o600); err != nil {
-		return nil, nil, err
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(certPEM)
 	conf := []string{
 		"port 0",
 		fmt.Sprintf("tls-port %d", port),

@@ -4,8 +4,10 @@
 package harness
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/slotmover/slotmover/internal/localcluster"
@@ -53,4 +55,23 @@ func reportDeath(t testing.TB, s *localcluster.Server) {
 	if died := s.Died(); died != "" {
 		t.Log(died)
 	}
+}
+
+// SyncBuffer is a log destination safe for the goroutines of the code
+// under test.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

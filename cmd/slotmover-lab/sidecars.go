@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/slotmover/slotmover/daemon"
+	"github.com/slotmover/slotmover/internal/command"
 	"github.com/slotmover/slotmover/internal/config"
 )
 
@@ -70,7 +72,8 @@ func startSidecars(natsURL string, nodes []string, dir string) (*sidecars, error
 		go func() {
 			defer sc.wg.Done()
 			defer f.Close()
-			err := serve(ctx, cfg, log, func(admin, metrics string) { ready <- started{i: i, admin: admin, metrics: metrics} })
+			err := daemon.Serve(ctx, cfg, log, daemon.Options{Version: command.Version(version),
+				Ready: func(admin, metrics string) { ready <- started{i: i, admin: admin, metrics: metrics} }})
 			if err != nil {
 				ready <- started{i: i, err: err}
 			}
@@ -98,14 +101,10 @@ type sidecarProcs struct {
 	done []chan struct{} // closed when the process has been waited for
 }
 
-// startSidecarProcs runs `slotmover serve` (this executable) beside each
-// of nodes with NATS at natsURL, each logging to a file in dir, and waits
-// until each serves. Stop the result, also after an error.
-func startSidecarProcs(natsURL string, nodes []string, dir string) (*sidecarProcs, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return &sidecarProcs{}, fmt.Errorf("find this executable to run the sidecars: %w", err)
-	}
+// startSidecarProcs runs `exe serve` (exe: the slotmover binary) beside
+// each of nodes with NATS at natsURL, each logging to a file in dir, and
+// waits until each serves. Stop the result, also after an error.
+func startSidecarProcs(exe, natsURL string, nodes []string, dir string) (*sidecarProcs, error) {
 	sp := &sidecarProcs{}
 	var logs []string
 	for i, node := range nodes {
@@ -158,9 +157,30 @@ func (sp *sidecarProcs) stop() {
 	for i, cmd := range sp.cmds {
 		select {
 		case <-sp.done[i]:
-		case <-time.After(shutdownGrace + 5*time.Second):
+		case <-time.After(daemon.ShutdownGrace + 5*time.Second):
 			cmd.Process.Kill()
 			<-sp.done[i]
 		}
 	}
+}
+
+// findSlotmover returns the slotmover binary that runs the sidecars of
+// the bench's fleet: given, else beside this executable, else on the PATH.
+// The lab measures the binary an operator ships; it has no serve of its
+// own.
+func findSlotmover(given string) (string, error) {
+	if given != "" {
+		return exec.LookPath(given)
+	}
+	if exe, err := os.Executable(); err == nil {
+		if p, err := exec.LookPath(filepath.Join(filepath.Dir(exe), "slotmover")); err == nil {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("slotmover")
+	if err != nil {
+		return "", errors.New("the fleet's sidecars run as `slotmover serve`: no slotmover beside slotmover-lab or on the PATH " +
+			"(go build -o DIR/ ./cmd/slotmover ./cmd/slotmover-lab, or --slotmover FILE)")
+	}
+	return p, nil
 }

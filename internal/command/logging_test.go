@@ -1,4 +1,4 @@
-package main
+package command
 
 import (
 	"bytes"
@@ -18,8 +18,8 @@ func TestGoRedisMessagesGoThroughSlog(t *testing.T) {
 	prev := slog.Default()
 	defer slog.SetDefault(prev)
 	var buf bytes.Buffer
-	commandLogger(slog.New(slog.NewTextHandler(&buf, nil)))
-	redis.SetLogger(goRedisLog{})
+	SetLogger(slog.New(slog.NewTextHandler(&buf, nil)))
+	RedisLogToSlog()
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialTimeout: 100 * time.Millisecond, MaxRetries: -1})
 	defer c.Close()
 	c.Expire(context.Background(), "k", 100*time.Millisecond)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/slotmover/slotmover/bench"
 	"github.com/slotmover/slotmover/internal/cli"
+	"github.com/slotmover/slotmover/internal/command"
 	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/throttle"
 )
@@ -41,25 +42,26 @@ func benchCmd(args []string) int {
 		return err
 	})
 	serverBin := fs.String("server-bin", localcluster.ServerBin, "redis-server binary to start (another build of Redis)")
+	slotmoverBin := fs.String("slotmover", "", "the slotmover binary whose `serve` runs the fleet's sidecars (default: beside slotmover-lab, else on the PATH)")
 	fs.StringVar(&cfg.RedisCli, "redis-cli", "redis-cli", "redis-cli binary for reshard")
 	fs.StringVar(&cfg.Dir, "dir", "", "parent directory of the servers' working directories (default the system temp dir)")
 	fs.BoolVar(&cfg.KeepDirs, "keep", false, "keep every run's directory (failed runs' are always kept)")
 	fs.DurationVar(&cfg.MoveTimeout, "move-timeout", bench.DefaultMoveTimeout, "give up a move after this long")
 	jsonOut := fs.Bool("json", false, "print the report as JSON instead of a table")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr (--log-level warn)")
-	var lf logFlags
-	lf.register(fs)
+	var lf command.LogFlags
+	lf.Register(fs)
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the moves, the fills and the checks; not the servers) to this `file`, for go tool pprof; -tagfocus phase=move keeps the moves'")
-	words, code, ok := parseFlags(fs, args)
+	words, code, ok := prog.ParseFlags(fs, args)
 	if !ok {
 		return code
 	}
-	if refuseExtra("bench", words, 0, flagsOnly) {
+	if prog.RefuseExtra("bench", words, 0, command.FlagsOnly) {
 		return exitRefused
 	}
 	cfg.Workloads, cfg.Methods, cfg.BigTypes = splitList(*workloads), splitList(*methods), splitList(*bigTypes)
 	if err := cfg.Validate(); err != nil {
-		fmt.Fprintf(os.Stderr, "slotmover bench: %v\n", err)
+		fmt.Fprintf(os.Stderr, "slotmover-lab bench: %v\n", err)
 		return exitRefused
 	}
 	localcluster.ServerBin = *serverBin
@@ -67,11 +69,21 @@ func benchCmd(args []string) int {
 		lf.Level = "warn"
 	}
 	var err error
-	if cfg.Logger, err = lf.logger(os.Stderr); err != nil {
-		fmt.Fprintf(os.Stderr, "slotmover bench: %v\n", err)
+	if cfg.Logger, err = lf.Logger(os.Stderr); err != nil {
+		fmt.Fprintf(os.Stderr, "slotmover-lab bench: %v\n", err)
 		return exitRefused
 	}
-	cfg.Sidecars = benchSidecars
+	if cfg.SidecarsNeeded() {
+		exe, err := findSlotmover(*slotmoverBin)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "slotmover-lab bench: %v\n", err)
+			return exitRefused
+		}
+		cfg.Sidecars = func(_ context.Context, natsURL string, nodes []string, dir string) (func(), error) {
+			sp, err := startSidecarProcs(exe, natsURL, nodes, dir)
+			return sp.stop, err
+		}
+	}
 
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -79,7 +91,7 @@ func benchCmd(args []string) int {
 			err = pprof.StartCPUProfile(f)
 		}
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "slotmover bench: CPU profile: %v\n", err)
+			fmt.Fprintf(os.Stderr, "slotmover-lab bench: CPU profile: %v\n", err)
 			return exitRefused
 		}
 		defer f.Close()
@@ -96,24 +108,18 @@ func benchCmd(args []string) int {
 			werr = rep.WriteTable(os.Stdout)
 		}
 		if werr != nil {
-			fmt.Fprintf(os.Stderr, "slotmover bench: %v\n", werr)
+			fmt.Fprintf(os.Stderr, "slotmover-lab bench: %v\n", werr)
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "slotmover bench: %v\n", err)
+		fmt.Fprintf(os.Stderr, "slotmover-lab bench: %v\n", err)
 		return exitFailed
 	}
 	if !rep.OK() {
-		fmt.Fprintln(os.Stderr, "slotmover bench: some runs failed or did not pass their checks (see the table)")
+		fmt.Fprintln(os.Stderr, "slotmover-lab bench: some runs failed or did not pass their checks (see the table)")
 		return exitFailed
 	}
-	return exitMoved
-}
-
-// benchSidecars runs the fleet's sidecars as `slotmover serve` processes.
-func benchSidecars(_ context.Context, natsURL string, nodes []string, dir string) (func(), error) {
-	sp, err := startSidecarProcs(natsURL, nodes, dir)
-	return sp.stop, err
+	return exitDone
 }
 
 func splitList(s string) []string {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/slotmover/slotmover/internal/cli"
+	"github.com/slotmover/slotmover/internal/command"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/soak"
 )
@@ -40,33 +41,33 @@ func soakCmd(args []string) int {
 	fs.Int64Var(&c.Seed, "seed", 0, "seed of the random choices (0: a random one, printed in the report)")
 	jsonOut := fs.Bool("json", false, "print the report as one JSON object on stdout")
 	fs.StringVar(&c.Username, "user", "", "ACL user for Redis")
-	var password secretFlags
-	password.register(fs, "password", "Redis", "SLOTMOVER_PASSWORD")
-	var lf logFlags
-	lf.register(fs)
+	var password cli.Secret
+	password.Register(fs, "password", "Redis", "SLOTMOVER_PASSWORD")
+	var lf command.LogFlags
+	lf.Register(fs)
 	crashEvery := fs.Int("crash-every", 0, "make every Nth move stop right after the source's release, as a crash there would, and have fix give it back to the source (0: never)")
-	words, code, ok := parseFlags(fs, args)
+	words, code, ok := prog.ParseFlags(fs, args)
 	if !ok {
 		return code
 	}
-	if refuseExtra("soak", words, 0, flagsOnly) {
+	if prog.RefuseExtra("soak", words, 0, command.FlagsOnly) {
 		return exitRefused
 	}
 	var err error
-	if c.Password, err = password.get(); err != nil {
-		fmt.Fprintf(os.Stderr, "slotmover soak: %v\n", err)
+	if c.Password, err = password.Get(); err != nil {
+		fmt.Fprintf(os.Stderr, "slotmover-lab soak: %v\n", err)
 		return exitRefused
 	}
 	if c.Addr == "" || c.Duration <= 0 {
-		fmt.Fprintln(os.Stderr, "slotmover soak: --cluster and --duration are required")
+		fmt.Fprintln(os.Stderr, "slotmover-lab soak: --cluster and --duration are required")
 		return exitRefused
 	}
 	if c.HotShare == 0 {
 		c.HotShare = -1 // the library reads 0 as its default
 	}
 
-	if c.Logger, err = lf.logger(os.Stderr); err != nil {
-		fmt.Fprintf(os.Stderr, "slotmover soak: %v\n", err)
+	if c.Logger, err = lf.Logger(os.Stderr); err != nil {
+		fmt.Fprintf(os.Stderr, "slotmover-lab soak: %v\n", err)
 		return exitRefused
 	}
 	if *crashEvery > 0 {
@@ -78,7 +79,7 @@ func soakCmd(args []string) int {
 	defer stop()
 	rep, err := soak.Run(ctx, c)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "slotmover soak: %v\n", err)
+		fmt.Fprintf(os.Stderr, "slotmover-lab soak: %v\n", err)
 		var ce *soak.ConfigError
 		if errors.As(err, &ce) {
 			return exitRefused
@@ -86,8 +87,8 @@ func soakCmd(args []string) int {
 		return exitFailed
 	}
 	if *jsonOut {
-		if err := printJSON(os.Stdout, rep); err != nil {
-			fmt.Fprintf(os.Stderr, "slotmover soak: write the report: %v\n", err)
+		if err := command.PrintJSON(os.Stdout, rep); err != nil {
+			fmt.Fprintf(os.Stderr, "slotmover-lab soak: write the report: %v\n", err)
 			return exitFailed
 		}
 	} else {
@@ -96,5 +97,5 @@ func soakCmd(args []string) int {
 	if !rep.Pass {
 		return exitFailed
 	}
-	return exitMoved
+	return exitDone
 }

@@ -18,7 +18,9 @@ import (
 
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/internal/cli"
+	"github.com/slotmover/slotmover/internal/command"
 	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/internal/planview"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/natsapi"
 	"github.com/slotmover/slotmover/planner"
@@ -53,15 +55,15 @@ func demoCmd(args []string) int {
 	parallel := fs.Int("parallel", 3, "moves at once (apply --parallel)")
 	keep := fs.Bool("keep", false, "leave the cluster, NATS and the sidecars running at the end, print how to reach them, and wait for Ctrl-C")
 	jsonOut := fs.Bool("json", false, "print the summary as JSON on stdout (the rest goes to stderr)")
-	words, code, ok := parseFlags(fs, args)
+	words, code, ok := prog.ParseFlags(fs, args)
 	if !ok {
 		return code
 	}
-	if refuseExtra("demo", words, 0, flagsOnly) {
+	if prog.RefuseExtra("demo", words, 0, command.FlagsOnly) {
 		return exitRefused
 	}
 	if *keys < 0 || *bigElements < 0 || *parallel < 1 {
-		fmt.Fprintln(os.Stderr, "slotmover demo: --keys and --big-elements must not be negative, --parallel at least 1")
+		fmt.Fprintln(os.Stderr, "slotmover-lab demo: --keys and --big-elements must not be negative, --parallel at least 1")
 		return exitRefused
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -79,7 +81,7 @@ func demoCmd(args []string) int {
 		return exitFailed
 	}
 	if *jsonOut {
-		printJSON(os.Stdout, sum)
+		command.PrintJSON(os.Stdout, sum)
 	}
 	if *keep {
 		d.printHowToConnect(os.Stderr)
@@ -89,7 +91,7 @@ func demoCmd(args []string) int {
 	if sum.Moved != len(sum.Moves) || sum.Lost > 0 || !sum.KeysEqual {
 		return exitFailed
 	}
-	return exitMoved
+	return exitDone
 }
 
 // demo is what the demo started: stop ends it all.
@@ -161,10 +163,10 @@ func runDemo(ctx context.Context, out io.Writer, keys, bigElements, parallel int
 	if err != nil {
 		return nil, d, fmt.Errorf("plan: %w", err)
 	}
-	if err := writePlan(planPath, p); err != nil {
+	if err := planner.WriteFile(planPath, p); err != nil {
 		return nil, d, err
 	}
-	printPlan(out, p)
+	planview.PrintPlan(out, p)
 	fmt.Fprintf(out, "\nplan written to %s\n", planPath)
 
 	nc, err := nats.Connect(d.nats.ClientURL(), nats.Name("slotmover demo"))
@@ -179,16 +181,16 @@ func runDemo(ctx context.Context, out io.Writer, keys, bigElements, parallel int
 	go func() { written <- writeCounters(wctx, wc) }()
 
 	fmt.Fprintf(out, "\n$ slotmover apply %s --nats %s --parallel %d    # while a client writes\n", planPath, d.nats.ClientURL(), parallel)
-	ui := newApplyUI(ctx, out)
-	r := &rollout.Runner{Plan: p, Parallel: parallel, Budgeted: true, Mover: rollout.Sidecars{Bus: &natsapi.Client{NC: nc}}, Watch: ui.watch}
+	ui := planview.New(ctx, out)
+	r := &rollout.Runner{Plan: p, Parallel: parallel, Budgeted: true, Mover: rollout.Sidecars{Bus: &natsapi.Client{NC: nc}}, Watch: ui.Watch}
 	start := time.Now()
 	results := r.Run(ctx)
-	ui.wait()
+	ui.Wait()
 	took := time.Since(start)
 	stopWriter()
 	work := <-written
 	sum := &demoSummary{Moves: results, Seconds: took.Seconds(), Writes: work.acked(), Unknown: len(work.unknown), Redirects: seen.Counts(), KeysChecked: len(typed)}
-	printApplied(out, results, false)
+	planview.Print(out, results, false)
 	for _, r := range results {
 		if r.Result == mover.ResultMoved {
 			sum.Moved++
