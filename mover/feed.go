@@ -368,89 +368,60 @@ func (f *feeder) check(u *stream.Command) error {
 	return nil
 }
 
-// applyOne sends one command of the chosen slots to the target.
+// applyOne plays one command of the stream on the target, as playsOf says.
 func (f *feeder) applyOne(ctx context.Context, u *stream.Command) error {
-	if u.Class != stream.ClassKeyed || !f.opts.Slots.Contains(u.Slot) {
+	v := feederView{f: f, now: time.Now().UnixMilli()}
+	if !isDelta(u, v) {
 		return nil
-	}
-	if f.keys != nil && f.keys.held[u.Slot] {
-		return nil // the slot's listing, later in the stream, holds its effect
 	}
 	f.stats.delta.Add(1)
 	if h := f.opts.Hooks.Delta; h != nil && !h(u) {
 		return nil
 	}
-	keys := distinctKeys(u)
-	if len(keys) == 1 {
-		if f.deferred[string(keys[0])] != 0 {
-			return nil // its resync will bring the key as it is after this command
-		}
-		name := u.Name()
-		if b := f.keys.chunked(keys[0]); b != nil && positional(name) {
-			return f.restart(b)
-		}
-		args := absoluteTTL(u.Args, func() int64 { return f.clock.at(u.End) })
-		if name == "DEL" || name == "UNLINK" {
-			f.expiring.forget(keys[0])
-			return f.send(name, args...)
-		}
-		if f.expiring.guarded(keys[0], time.Now().UnixMilli()) {
-			if err := f.app.Send(0, name, argAsking); err != nil {
-				return err
-			}
-			if err := f.app.SendGuarded(name, keys[0], args...); err != nil {
-				return err
-			}
-		} else if err := f.send(name, args...); err != nil {
+	for _, p := range playsOf(u, v) {
+		if err := f.play(ctx, p); err != nil {
 			return err
 		}
-		if at, ok := expiryOf(args); ok {
-			f.expiring.track(keys[0], at)
-		}
-		return nil
 	}
-	switch u.Name() {
-	case "DEL", "UNLINK":
-		for _, k := range u.Keys {
-			f.expiring.forget(u.Args[k])
-			if f.deferred[string(u.Args[k])] == 0 {
-				if err := f.send(u.Name(), u.Args[0], u.Args[k]); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	case "MSET", "MSETNX": // MSETNX reaches the stream only when it set every key
-		for _, k := range u.Keys {
-			f.expiring.forget(u.Args[k]) // MSET leaves no TTL
-			if f.deferred[string(u.Args[k])] == 0 && k+1 < len(u.Args) {
-				if err := f.send(u.Name(), argSet, u.Args[k], u.Args[k+1]); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	// Keys already waiting for a resync need no other: its copy is read at
-	// a later point of the stream than this command, so it holds its effect.
-	keys = slices.DeleteFunc(keys, func(k []byte) bool { return f.deferred[string(k)] != 0 })
-	// A big key being read in chunks is read again from its start, not
-	// in one call.
-	var rest [][]byte
-	for _, k := range keys {
-		if b := f.keys.chunked(k); b != nil {
-			if err := f.restart(b); err != nil {
-				return err
-			}
-		} else {
-			rest = append(rest, k)
-		}
-	}
-	if len(rest) == 0 {
-		return nil
-	}
-	return f.resync(ctx, rest)
+	return nil
 }
+
+// play runs one play on the target, and keeps what it changes of what
+// the player knows.
+func (f *feeder) play(ctx context.Context, p play) error {
+	switch p.kind {
+	case playSend:
+		return f.send(p.name, p.args...)
+	case playSendGuarded:
+		if err := f.app.Send(0, p.name, argAsking); err != nil {
+			return err
+		}
+		return f.app.SendGuarded(p.name, p.key, p.args...)
+	case playForget:
+		f.expiring.forget(p.key)
+	case playTrack:
+		f.expiring.track(p.key, p.at)
+	case playRestart:
+		return f.restart(f.keys.chunked(p.key))
+	case playResync:
+		return f.resync(ctx, p.keys)
+	}
+	return nil
+}
+
+// feederView is what the feeder knows, as the player reads it, at now
+// (Unix ms).
+type feederView struct {
+	f   *feeder
+	now int64
+}
+
+func (v feederView) moving(slot uint16) bool      { return v.f.opts.Slots.Contains(slot) }
+func (v feederView) listedLater(slot uint16) bool { return v.f.keys != nil && v.f.keys.held[slot] }
+func (v feederView) deferred(key []byte) bool     { return v.f.deferred[string(key)] != 0 }
+func (v feederView) chunked(key []byte) bool      { return v.f.keys.chunked(key) != nil }
+func (v feederView) guarded(key []byte) bool      { return v.f.expiring.guarded(key, v.now) }
+func (v feederView) sourceTime(end int64) int64   { return v.f.clock.at(end) }
 
 // send writes one command behind ASKING; label names it in errors.
 func (f *feeder) send(label string, args ...[]byte) error {
