@@ -22,7 +22,7 @@ import (
 	"github.com/slotmover/slotmover/tests/harness"
 )
 
-// Issue 29: every command refuses the words it does not take (exit 2, one
+// Every command refuses the words it does not take (exit 2, one
 // line naming them) before it connects anywhere, where they were once
 // ignored: "move --slots 0-10 20-30" moved 0-10 alone and exited 0, "fix
 // --dry-run stray" found nothing to repair. The cluster is unchanged after
@@ -99,7 +99,7 @@ func TestCLIRefusesExtraArguments(t *testing.T) {
 	}
 }
 
-// Issue 29: every command prints its help on stdout and exits 0 for -h
+// Every command prints its help on stdout and exits 0 for -h
 // and --help, with what its exit codes mean; a bad flag value or an
 // unknown flag is one line on stderr naming it, exit 2, before anything is
 // reached (the addresses given are closed ports: a command that went on
@@ -170,7 +170,7 @@ func TestCLIHelpAndBadFlags(t *testing.T) {
 	}
 }
 
-// Issue 26, item 6: no password appears in any help, error or log line.
+// No password appears in any help, error or log line.
 // The environment's passwords and a password file's are given to every
 // command, which prints its help, meets a bogus flag, a bad flag value,
 // an unreachable address, and a server that refuses the password; no
@@ -323,7 +323,7 @@ func TestCLIStatusOverAdminTLS(t *testing.T) {
 	}
 }
 
-// Issue 26, item 6: a Redis with tls-auth-clients yes takes only clients
+// A Redis with tls-auth-clients yes takes only clients
 // that present a certificate. The move is refused without one (exit 2,
 // nothing changed) and moves with --tls-cert and --tls-key: every key on
 // the target, every node's view naming it.

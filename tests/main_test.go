@@ -1,16 +1,22 @@
 package tests
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/tests/harness"
@@ -305,4 +311,118 @@ func (w *writer) finish(t *testing.T) (ops int64) {
 	}
 	t.Logf("writer: %d acknowledged writes, none lost; errors %v (tolerated %v); redirects seen %v; bounces given up on and retried %d", v.ops, w.errs, w.tolerated, v.seen, v.bounces)
 	return v.ops
+}
+
+// The binaries under test, side by side as an operator installs them:
+// slotmover, and slotmover-lab (demo, bench, soak), whose bench runs the
+// slotmover beside it.
+var slotmoverBin, labBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "slotmover-bin-")
+	if err != nil {
+		panic(err)
+	}
+	slotmoverBin, labBin = filepath.Join(dir, "slotmover"), filepath.Join(dir, "slotmover-lab")
+	if out, err := exec.Command("go", "build", "-o", dir+"/", "../cmd/slotmover", "../cmd/slotmover-lab").CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		panic("build slotmover: " + err.Error() + "\n" + string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// runCLI runs `slotmover args…` (`slotmover-lab args…` for the lab's
+// verbs) and returns its exit code, stdout and stderr.
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binOf(args), args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("run slotmover: %v", err)
+	}
+	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
+}
+
+// binOf is the binary that runs the command line args: the lab's for
+// demo, bench and soak.
+func binOf(args []string) string {
+	if len(args) > 0 && slices.Contains([]string{"demo", "bench", "soak"}, args[0]) {
+		return labBin
+	}
+	return slotmoverBin
+}
+
+// assertUnchanged fails unless the cluster's fingerprint is still before.
+func assertUnchanged(t *testing.T, c *localcluster.Cluster, before string) {
+	t.Helper()
+	after, err := c.Fingerprint(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Fatalf("the cluster changed:\nbefore\n%s\nafter\n%s", before, after)
+	}
+}
+
+// runCLIEnv is runCLI with extra environment variables.
+func runCLIEnv(t *testing.T, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binOf(args), args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("run slotmover: %v", err)
+	}
+	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
+}
+
+// summary is the part of `slotmover move --json`'s output the tests read.
+type summary struct {
+	TaskID          string  `json:"task_id"`
+	Result          string  `json:"result"`
+	KeysCopied      int64   `json:"keys_copied"`
+	BigKeys         int64   `json:"big_keys"`
+	DeltaCommands   int64   `json:"delta_commands"`
+	PauseMS         float64 `json:"pause_ms"`
+	CleanupMS       int64   `json:"cleanup_ms"`
+	CutoverAttempts int     `json:"cutover_attempts"`
+	FenceOffset     int64   `json:"fence_offset"`
+	ReleaseOffset   int64   `json:"release_offset"`
+	OrphansRemoved  int64   `json:"orphans_removed"`
+}
+
+func parseSummary(t *testing.T, code int, stdout, stderr string) summary {
+	t.Helper()
+	var s summary
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
+		t.Fatalf("exit %d, no JSON summary on stdout (%v): %q; stderr %s", code, err, stdout, stderr)
+	}
+	return s
+}
+
+// fillMoved writes keys of every type and encoding (half of them with a
+// TTL) under n hash tags of set, and returns them.
+func fillMoved(t *testing.T, ctx context.Context, cc *redis.ClusterClient, set *slots.Set, n int) []string {
+	t.Helper()
+	var keys []string
+	for i := 0; i < n; i++ {
+		k, err := localcluster.FillEveryType(ctx, cc, tagIn(set, 100+i), localcluster.FillOptions{Small: 2, TTL: time.Hour, Seed: uint64(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k...)
+	}
+	return keys
 }

@@ -18,9 +18,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
-
+	"github.com/slotmover/slotmover/cluster"
+	"github.com/slotmover/slotmover/cutover"
+	"github.com/slotmover/slotmover/internal/info"
 	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/natsapi"
+	"github.com/slotmover/slotmover/sidecar"
 	"github.com/slotmover/slotmover/tests/harness"
 )
 
@@ -404,4 +411,294 @@ func TestServeSIGTERMRollsBackCopies(t *testing.T) {
 		t.Fatalf("no rollback in the daemon's log:\n%s", d.log)
 	}
 	assertHealthyAndUnchanged(t, ctx, c, before)
+}
+
+// One sidecar per node. A second `slotmover serve` for a node whose
+// sidecar runs is refused (exit 2), naming that sidecar: at once if it
+// shares the state directory, after the claim's lapse on NATS if not. A
+// sidecar killed with -9 does not block the next one: its claim, no
+// longer renewed, is taken over.
+func TestServeRefusesASecondSidecar(t *testing.T) {
+	c := fourMasters(t)
+	natsURL := harness.NATS(t)
+	node := c.Nodes[3].Addr
+	d := startDaemon(t, node, natsURL, "", "")
+	for _, tc := range []struct {
+		name, stateHome, want string
+	}{
+		{"same state directory", stateHome(t), "another sidecar holds this node's state"},
+		{"another state directory", t.TempDir(), "another sidecar serves this node"},
+	} {
+		code, stdout, stderr := runCLIEnv(t, []string{"STATE_DIRECTORY=", "XDG_STATE_HOME=" + tc.stateHome},
+			"serve", "--node", node, "--admin", freeAddr(t), "--metrics", "", "--nats", natsURL)
+		out := stdout + stderr
+		t.Logf("%s: %s", tc.name, out)
+		if code != 2 || !strings.Contains(out, tc.want) || !strings.Contains(out, "admin port "+d.admin) {
+			t.Fatalf("%s: exit %d, want 2, %q and the first sidecar's admin port %s:\n%s", tc.name, code, tc.want, d.admin, out)
+		}
+	}
+	if out, err := d.cli(t, "PING"); err != nil || strings.TrimSpace(out) != "PONG" {
+		t.Fatalf("the first sidecar after the refusals: %v %q", err, out)
+	}
+
+	d.cmd.Process.Kill()
+	d.cmd.Wait()
+	d2 := startDaemonEnv(t, []string{"XDG_STATE_HOME=" + t.TempDir()}, node, natsURL, "", "")
+	d2.cmd.Process.Signal(syscall.SIGTERM)
+	if err := d2.cmd.Wait(); err != nil {
+		t.Fatalf("the second sidecar after SIGTERM: %v", err)
+	}
+	if log := d2.log.String(); !strings.Contains(log, "took over the claim") || !strings.Contains(log, "admin port "+d.admin) {
+		t.Fatalf("the second sidecar does not say it took the dead one's claim over:\n%s", log)
+	}
+}
+
+// An operator controls a running import three ways: PAUSE with the real
+// redis-cli on the admin port, HOLD-CUTOVER over NATS, and resume, budget
+// and release-cutover with the slotmover CLI. Paused, the copy stands
+// still (the target's key count does not move); held, the task catches up
+// and waits in catch-up, the source still the owner; released, it moves
+// every key, and a writer loses nothing. Bad controls exit 2.
+func TestServeControlsAMove(t *testing.T) {
+	ctx := testContext(t, 3*time.Minute)
+	c := fourMasters(t)
+	cc := c.Client()
+	defer cc.Close()
+	bulkLoad(t, cc, 200_000)
+	natsURL := harness.NATS(t)
+	d := startDaemon(t, c.Nodes[3].Addr, natsURL, "", "")
+	w := startWriter(t, c, 2_000_000)
+	id := d.importShard(t)
+	target := c.Nodes[3].Client()
+	defer target.Close()
+	waitCopying(t, ctx, target)
+
+	if out, err := d.cli(t, "CLUSTER", "MIGRATION", "PAUSE", "ID", id); err != nil || strings.TrimSpace(out) != "1" {
+		t.Fatalf("PAUSE: %v %q", err, out)
+	}
+	nats := []string{"--nats", natsURL, "--node", c.IDs[3]}
+	if code, out, errOut := runCLI(t, append([]string{"hold-cutover", id}, nats...)...); code != 0 || !strings.Contains(out, "1 running task") {
+		t.Fatalf("hold-cutover over NATS: exit %d: %s%s", code, out, errOut)
+	}
+	time.Sleep(200 * time.Millisecond) // what was in flight lands
+	size0 := target.DBSize(ctx).Val()
+	time.Sleep(time.Second)
+	status, _ := d.cli(t, "CLUSTER", "MIGRATION", "STATUS", "ID", id)
+	if size1 := target.DBSize(ctx).Val(); size1 != size0 || !strings.HasPrefix(field(status, "holding"), "paused") || field(status, "cutover_held") != "1" {
+		t.Fatalf("paused: the target went from %d to %d keys in 1 s; status:\n%s", size0, size1, status)
+	}
+
+	admin := []string{"--admin", d.admin}
+	for _, bad := range [][]string{{"resume"}, {"resume", id, "extra"}, {"budget", "fast", id}, {"budget"}, {"pause", "--all", id}} {
+		if code, out, errOut := runCLI(t, append(bad, admin...)...); code != 2 || errOut == "" {
+			t.Fatalf("%q: exit %d, want 2 with a reason: %s%s", bad, code, out, errOut)
+		}
+	}
+	if code, out, errOut := runCLI(t, append([]string{"resume", id}, admin...)...); code != 0 || !strings.Contains(out, "1 running task") {
+		t.Fatalf("resume: exit %d: %s%s", code, out, errOut)
+	}
+	if code, out, errOut := runCLI(t, append([]string{"budget", "max-event=50ms,max-rise=3", "--all"}, nats...)...); code != 0 || !strings.Contains(out, "1 running task") {
+		t.Fatalf("budget over NATS: exit %d: %s%s", code, out, errOut)
+	}
+	// Caught up, the task waits for its cutover's release.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		status, _ = d.cli(t, "CLUSTER", "MIGRATION", "STATUS", "ID", id)
+		lag, _ := strconv.Atoi(field(status, "lag_bytes"))
+		if field(status, "phase") == "catchup" && lag < 256<<10 && field(status, "holding") == "" {
+			break
+		}
+		if time.Now().After(deadline) || field(status, "state") != "running" {
+			t.Fatalf("the task never caught up to wait for its cutover:\n%s", status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	status, _ = d.cli(t, "CLUSTER", "MIGRATION", "STATUS", "ID", id)
+	if field(status, "phase") != "catchup" || field(status, "budget") != "max-event=50ms,max-rise=3" {
+		t.Fatalf("with the cutover held, 1 s later:\n%s", status)
+	}
+	if owner := ownSlots(t, c, 0); !owner.Slots.Contains(0) {
+		t.Fatalf("with the cutover held, the source no longer owns slot 0: %v", owner.Slots)
+	}
+	if code, out, errOut := runCLI(t, append([]string{"release-cutover", id}, admin...)...); code != 0 || !strings.Contains(out, "1 running task") {
+		t.Fatalf("release-cutover: exit %d: %s%s", code, out, errOut)
+	}
+	status = d.waitState(t, id, time.Minute, "completed", "failed", "canceled")
+	if field(status, "state") != "completed" || field(status, "paused_ms") == "0" {
+		t.Fatalf("released:\n%s", status)
+	}
+	if err := c.WaitOwner(ctx, mustSlots(t, "0-5460"), c.IDs[3], 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n := target.DBSize(ctx).Val(); n < 200_000 {
+		t.Fatalf("the target holds %d keys, want the 200000 loaded and the writer's", n)
+	}
+	assertNoOrphans(t, c)
+	w.finish(t)
+}
+
+// A sidecar died between its move's release and its claim: the source has
+// given slots 0-99 up, the target imports them and holds every key, and
+// no master serves them. It restarts while NATS is down. From its state
+// directory alone it repairs the move (fix gives the slots back to the
+// source, which holds every write): one owner serves the slots again,
+// every key is there once, and the record says what happened, in
+// STATUS and in the state file. When NATS comes up the sidecar takes it
+// up and answers there.
+func TestServeRepairsWithoutNATS(t *testing.T) {
+	ctx := testContext(t, 3*time.Minute)
+	c := fourMasters(t)
+	cc := c.Client()
+	defer cc.Close()
+	set := mustSlots(t, "0-99")
+	keys := make([]string, 3000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%s:%d", tagIn(set, i%200), i)
+	}
+	if _, err := cc.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, k := range keys {
+			p.Set(ctx, k, "value of "+k, 0)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want, err := localcluster.Capture(ctx, cc, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The move, by hand, up to its release.
+	source, target := c.Nodes[0].Client(), c.Nodes[3].Client()
+	defer source.Close()
+	defer target.Close()
+	if err := cutover.SetSlots(ctx, target, set.Slots(), "IMPORTING", c.IDs[0]); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		dump := source.Dump(ctx, k).Val()
+		if _, err := target.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.Do(ctx, "ASKING")
+			p.Restore(ctx, k, 0, dump)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := source.Do(ctx, cluster.SlotsCommand("DELSLOTS", set.Slots())...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cutover.SetSlots(ctx, source, set.Slots(), "NODE", c.IDs[3]); err != nil {
+		t.Fatal(err)
+	}
+	server0, err := info.Read(ctx, target, "server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The state file of the sidecar that died, as it left it.
+	stateDir := filepath.Join(stateHome(t), "slotmover")
+	records := filepath.Join(stateDir, c.IDs[3]+".tasks.json")
+	dead := []sidecar.Task{{
+		ID: "0d1e2a3d4b5c", Slots: "0-99", Source: c.IDs[0], SourceAddr: c.Nodes[0].Addr, Dest: c.IDs[3], DestAddr: c.Nodes[3].Addr,
+		DestRunID: server0["run_id"], Operation: "import", State: sidecar.StateRunning, Phase: "cutover", CreateTime: time.Now(),
+	}}
+	data, _ := json.Marshal(dead)
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(records, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	natsAddr := freeAddr(t) // nothing listens there yet
+	d := startDaemon(t, c.Nodes[3].Addr, "nats://"+natsAddr, "", "")
+	status := d.waitState(t, dead[0].ID, time.Minute, "completed", "failed")
+	if field(status, "state") != "failed" || field(status, "result") != "rolled_back" || field(status, "phase") != "repaired" ||
+		!strings.Contains(field(status, "last_error"), "interrupted") {
+		t.Fatalf("the repaired task:\n%s", status)
+	}
+	if err := c.WaitOwner(ctx, set, c.IDs[0], 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitHealthy(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	fresh := c.Client()
+	defer fresh.Close()
+	if err := want.Compare(ctx, fresh); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys { // once: on the source, nowhere else
+		n := 0
+		for _, node := range c.Nodes {
+			cl := node.Client()
+			n += int(cl.Exists(ctx, k).Val())
+			cl.Close()
+		}
+		if n != 1 {
+			t.Fatalf("key %s is on %d masters", k, n)
+		}
+	}
+	var saved []sidecar.Task
+	if data, err := os.ReadFile(records); err != nil || json.Unmarshal(data, &saved) != nil ||
+		len(saved) != 1 || saved[0].State != sidecar.StateFailed || saved[0].Result != "rolled_back" || saved[0].Phase != "repaired" {
+		t.Fatalf("the state file after the repair (%v): %s", err, data)
+	}
+
+	// NATS comes up where the sidecar looks for it: it is taken up, and
+	// the bucket learns how the task ended.
+	_, port, _ := net.SplitHostPort(natsAddr)
+	var portN int
+	fmt.Sscan(port, &portN)
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: portN, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS server not ready")
+	}
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	client := &natsapi.Client{NC: nc}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		qctx, cancel := context.WithTimeout(ctx, time.Second)
+		tasks, err := client.Status(qctx, c.IDs[3], dead[0].ID)
+		cancel()
+		if err == nil {
+			if len(tasks) != 1 || tasks[0].Result != "rolled_back" {
+				t.Fatalf("status over NATS: %+v", tasks)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sidecar never answered on NATS once it came up: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, natsapi.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept sidecar.Task
+	if e, err := kv.Get(ctx, c.IDs[3]+"."+dead[0].ID); err != nil || json.Unmarshal(e.Value(), &kept) != nil || kept.Result != "rolled_back" {
+		t.Fatalf("the bucket's record: %+v %v", kept, err)
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	if err := d.cmd.Wait(); err != nil {
+		t.Fatalf("daemon after SIGTERM: %v", err)
+	}
+	if log := d.log.String(); !strings.Contains(log, "NATS unreachable") || !strings.Contains(log, "NATS taken up") {
+		t.Fatalf("the log does not say that NATS was down, then taken up:\n%s", log)
+	}
 }

@@ -1,12 +1,10 @@
 package tests
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,59 +13,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 	"github.com/slotmover/slotmover/internal/info"
 	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/tests/harness"
 )
-
-// The binaries under test, side by side as an operator installs them:
-// slotmover, and slotmover-lab (demo, bench, soak), whose bench runs the
-// slotmover beside it.
-var slotmoverBin, labBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "slotmover-bin-")
-	if err != nil {
-		panic(err)
-	}
-	slotmoverBin, labBin = filepath.Join(dir, "slotmover"), filepath.Join(dir, "slotmover-lab")
-	if out, err := exec.Command("go", "build", "-o", dir+"/", "../cmd/slotmover", "../cmd/slotmover-lab").CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
-		panic("build slotmover: " + err.Error() + "\n" + string(out))
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// runCLI runs `slotmover args…` (`slotmover-lab args…` for the lab's
-// verbs) and returns its exit code, stdout and stderr.
-func runCLI(t *testing.T, args ...string) (int, string, string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binOf(args), args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
-		t.Fatalf("run slotmover: %v", err)
-	}
-	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
-}
-
-// binOf is the binary that runs the command line args: the lab's for
-// demo, bench and soak.
-func binOf(args []string) string {
-	if len(args) > 0 && slices.Contains([]string{"demo", "bench", "soak"}, args[0]) {
-		return labBin
-	}
-	return slotmoverBin
-}
 
 // Each bad request is refused with exit code 2 and a clear message, and
 // leaves the cluster exactly as it was.
@@ -323,115 +274,6 @@ func rejectedSets(t *testing.T, c *redis.Client) int64 {
 		t.Fatal(err)
 	}
 	return n
-}
-
-// assertUnchanged fails unless the cluster's fingerprint is still before.
-func assertUnchanged(t *testing.T, c *localcluster.Cluster, before string) {
-	t.Helper()
-	after, err := c.Fingerprint(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if after != before {
-		t.Fatalf("the cluster changed:\nbefore\n%s\nafter\n%s", before, after)
-	}
-}
-
-// A user that may not run a command the move needs, or a wrong password,
-// is refused before anything changes (exit 2), with the command named: not
-// found half-way, with marks and copies to undo.
-func TestMissingPermissionsAreRefusedFirst(t *testing.T) {
-	c := fourMasters(t)
-	ctx := context.Background()
-	cc := c.Client()
-	defer cc.Close()
-	load(t, cc, 5_000, mustSlots(t, "0-5460"))
-	setUser := func(rules ...string) bool {
-		t.Helper()
-		for _, n := range c.Nodes {
-			cl := n.Client()
-			args := []any{"ACL", "SETUSER", "mover", "reset", "on", ">pw", "allkeys", "allcommands"}
-			for _, r := range rules {
-				args = append(args, r)
-			}
-			err := cl.Do(ctx, args...).Err()
-			cl.Close()
-			if err != nil {
-				t.Logf("this server takes no ACL rule %v: %v", rules, err)
-				return false
-			}
-		}
-		return true
-	}
-	before, err := c.Fingerprint(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	move := func(password string) (int, string) {
-		code, _, stderr := runCLI(t, "move", "--source", c.Nodes[0].Addr, "--target", c.Nodes[3].Addr, "--slots", "0-5460",
-			"--user", "mover", "--password", password)
-		return code, stderr
-	}
-	for _, deny := range []string{"-multi", "-evalsha", "-client", "-cluster|setslot", "-client|pause", "-restore-asking", "-replconf", "-psync"} {
-		if !setUser(deny) {
-			continue
-		}
-		if deny == "-psync" && !hasDryRun(t, c) {
-			t.Log("no ACL DRYRUN here: PSYNC cannot be checked before the move")
-			continue
-		}
-		code, stderr := move("pw")
-		// CLIENT as a whole is refused when the move names its connections.
-		named := strings.Contains(stderr, "may not run") || strings.Contains(stderr, "NOPERM")
-		if code != 2 || !named || !strings.Contains(stderr, strings.TrimPrefix(deny, "-")) {
-			t.Fatalf("user without %s: exit %d, %s", deny, code, stderr)
-		}
-		assertUnchanged(t, c, before)
-	}
-	setUser()
-	if code, stderr := move("wrong"); code != 2 || !strings.Contains(stderr, "WRONGPASS") {
-		t.Fatalf("wrong password: exit %d, %s", code, stderr)
-	}
-	assertUnchanged(t, c, before)
-	// The control: the same user with every permission moves; where the
-	// server has ACL DRYRUN (7.0+), without adding one error to the
-	// operator's statistics.
-	errsBefore, err := c.ErrorStats(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code, stderr := move("pw"); code != 0 {
-		t.Fatalf("user with every permission: exit %d, %s", code, stderr)
-	}
-	if hasDryRun(t, c) {
-		errsAfter, err := c.ErrorStats(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if fmt.Sprint(errsAfter) != fmt.Sprint(errsBefore) {
-			t.Fatalf("the move added errors to the servers' statistics: %v, then %v", errsBefore, errsAfter)
-		}
-	}
-	// And back, by a user who may not run ACL (so the commands are probed,
-	// as on 6.2, which has no ACL DRYRUN): the probes leave every other
-	// client of the nodes alone.
-	setUser("-acl")
-	bystander := c.Nodes[0].Client()
-	defer bystander.Close()
-	conn := bystander.Conn()
-	defer conn.Close()
-	id, err := conn.ClientID(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	code, _, stderr := runCLI(t, "move", "--source", c.Nodes[3].Addr, "--target", c.Nodes[0].Addr, "--slots", "0-5460",
-		"--user", "mover", "--password", "pw")
-	if code != 0 {
-		t.Fatalf("move back by a user without ACL: exit %d, %s", code, stderr)
-	}
-	if again, err := conn.ClientID(ctx).Result(); err != nil || again != id {
-		t.Fatalf("a client of the target did not survive the move's probes: %v (id %d, then %d)", err, id, again)
-	}
 }
 
 // Function libraries live on each node: a target without the source's

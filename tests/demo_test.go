@@ -14,6 +14,47 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// The README's first command: the demo starts a cluster, NATS and a
+// sidecar per master, and applies a plan adding the empty master through
+// the sidecars while a workload writes. Its summary must say every move
+// moved, the masters ended even, no write was lost, the workload saw no
+// ASK or TRYAGAIN, and the sample keys of every type are unchanged.
+func TestDemo(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "demo", "--keys", "20000", "--big-elements", "3000", "--json")
+	var sum struct {
+		Moves []struct {
+			Result string `json:"result"`
+			Keys   int64  `json:"keys"`
+			Task   string `json:"task"`
+		} `json:"moves"`
+		Moved       int              `json:"moved"`
+		Writes      int              `json:"writes"`
+		Lost        int              `json:"lost"`
+		Redirects   map[string]int64 `json:"redirects"`
+		KeysChecked int              `json:"keys_checked"`
+		KeysEqual   bool             `json:"keys_equal"`
+		Imbalance   [2]float64       `json:"imbalance"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &sum); code != 0 || err != nil {
+		t.Fatalf("demo: exit %d (%v)\nstdout %s\nstderr %s", code, err, stdout, stderr)
+	}
+	t.Logf("demo:\n%s", stderr)
+	if len(sum.Moves) < 3 || sum.Moved != len(sum.Moves) {
+		t.Fatalf("demo: %d of %d moves moved, want 3 or more, all", sum.Moved, len(sum.Moves))
+	}
+	for _, m := range sum.Moves {
+		if m.Task == "" || m.Keys == 0 {
+			t.Fatalf("demo: a move not run by a sidecar, or with no keys: %+v", m)
+		}
+	}
+	if sum.Writes == 0 || sum.Lost != 0 || sum.Redirects["ASK"] != 0 || sum.Redirects["TRYAGAIN"] != 0 {
+		t.Fatalf("demo: %d writes, %d lost, redirects %v; want some writes, none lost, no ASK or TRYAGAIN", sum.Writes, sum.Lost, sum.Redirects)
+	}
+	if !sum.KeysEqual || sum.KeysChecked < 100 || sum.Imbalance[0] < 1.3 || sum.Imbalance[1] > 1.05 {
+		t.Fatalf("demo: %d sample keys equal: %v; imbalance %v, want from 1.33 to 1.0", sum.KeysChecked, sum.KeysEqual, sum.Imbalance)
+	}
+}
+
 // The demo's workload has its connections dropped by the server while it
 // writes (CLIENT KILL, as a failover or a proxy restart would): a write
 // that got no reply may have landed or not, and the demo accepts either

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/internal/localcluster"
@@ -15,7 +14,7 @@ import (
 	"github.com/slotmover/slotmover/slots"
 )
 
-// Issue 10, untested claim 1: a move with a replica on the source and one
+// A move with a replica on the source and one
 // on the target, under a writer. The target's replica stalls through the
 // move (DEBUG SLEEP), so that "the source's copies go only once the
 // target's replicas hold every moved key" is put to the test: when the
@@ -26,7 +25,7 @@ import (
 // source's replica served them before the move; after it, it answers MOVED
 // to the target and holds none of them. The writer loses nothing and sees
 // no ASK or TRYAGAIN.
-func TestClaimsReplicasOnBothSides(t *testing.T) {
+func TestReplicasOnBothSides(t *testing.T) {
 	c := fourMasters(t)
 	ctx := testContext(t, 3*time.Minute)
 	cc := c.Client()

@@ -1,13 +1,10 @@
 package tests
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,21 +12,118 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
-
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/tests/harness"
 )
 
-// Issue 10, item 5: a move against servers with requirepass. The cluster's
+// A user that may not run a command the move needs, or a wrong password,
+// is refused before anything changes (exit 2), with the command named: not
+// found half-way, with marks and copies to undo.
+func TestMissingPermissionsAreRefusedFirst(t *testing.T) {
+	c := fourMasters(t)
+	ctx := context.Background()
+	cc := c.Client()
+	defer cc.Close()
+	load(t, cc, 5_000, mustSlots(t, "0-5460"))
+	setUser := func(rules ...string) bool {
+		t.Helper()
+		for _, n := range c.Nodes {
+			cl := n.Client()
+			args := []any{"ACL", "SETUSER", "mover", "reset", "on", ">pw", "allkeys", "allcommands"}
+			for _, r := range rules {
+				args = append(args, r)
+			}
+			err := cl.Do(ctx, args...).Err()
+			cl.Close()
+			if err != nil {
+				t.Logf("this server takes no ACL rule %v: %v", rules, err)
+				return false
+			}
+		}
+		return true
+	}
+	before, err := c.Fingerprint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	move := func(password string) (int, string) {
+		code, _, stderr := runCLI(t, "move", "--source", c.Nodes[0].Addr, "--target", c.Nodes[3].Addr, "--slots", "0-5460",
+			"--user", "mover", "--password", password)
+		return code, stderr
+	}
+	for _, deny := range []string{"-multi", "-evalsha", "-client", "-cluster|setslot", "-client|pause", "-restore-asking", "-replconf", "-psync"} {
+		if !setUser(deny) {
+			continue
+		}
+		if deny == "-psync" && !hasDryRun(t, c) {
+			t.Log("no ACL DRYRUN here: PSYNC cannot be checked before the move")
+			continue
+		}
+		code, stderr := move("pw")
+		// CLIENT as a whole is refused when the move names its connections.
+		named := strings.Contains(stderr, "may not run") || strings.Contains(stderr, "NOPERM")
+		if code != 2 || !named || !strings.Contains(stderr, strings.TrimPrefix(deny, "-")) {
+			t.Fatalf("user without %s: exit %d, %s", deny, code, stderr)
+		}
+		assertUnchanged(t, c, before)
+	}
+	setUser()
+	if code, stderr := move("wrong"); code != 2 || !strings.Contains(stderr, "WRONGPASS") {
+		t.Fatalf("wrong password: exit %d, %s", code, stderr)
+	}
+	assertUnchanged(t, c, before)
+	// The control: the same user with every permission moves; where the
+	// server has ACL DRYRUN (7.0+), without adding one error to the
+	// operator's statistics.
+	errsBefore, err := c.ErrorStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, stderr := move("pw"); code != 0 {
+		t.Fatalf("user with every permission: exit %d, %s", code, stderr)
+	}
+	if hasDryRun(t, c) {
+		errsAfter, err := c.ErrorStats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(errsAfter) != fmt.Sprint(errsBefore) {
+			t.Fatalf("the move added errors to the servers' statistics: %v, then %v", errsBefore, errsAfter)
+		}
+	}
+	// And back, by a user who may not run ACL (so the commands are probed,
+	// as on 6.2, which has no ACL DRYRUN): the probes leave every other
+	// client of the nodes alone.
+	setUser("-acl")
+	bystander := c.Nodes[0].Client()
+	defer bystander.Close()
+	conn := bystander.Conn()
+	defer conn.Close()
+	id, err := conn.ClientID(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCLI(t, "move", "--source", c.Nodes[3].Addr, "--target", c.Nodes[0].Addr, "--slots", "0-5460",
+		"--user", "mover", "--password", "pw")
+	if code != 0 {
+		t.Fatalf("move back by a user without ACL: exit %d, %s", code, stderr)
+	}
+	if again, err := conn.ClientID(ctx).Result(); err != nil || again != id {
+		t.Fatalf("a client of the target did not survive the move's probes: %v (id %d, then %d)", err, id, again)
+	}
+}
+
+// A move against servers with requirepass. The cluster's
 // nodes (source, target and the other master, which the move tells of the
 // new owner) all require a password. Without it the move is refused (exit
 // 2, NOAUTH) before anything changes; with --password it moves, and back
 // with $SLOTMOVER_PASSWORD instead of the flag. Every moved key is asserted
 // on the new owner (type, value digest, TTL, stream groups), and every
 // node's own view names the new owner with no mark left.
-func TestClaimsAuthRequirepass(t *testing.T) {
+func TestAuthRequirepass(t *testing.T) {
 	c := harness.ClusterT(t, []string{"0-8191", "8192-16383", ""}, localcluster.Options{})
 	ctx := testContext(t, 2*time.Minute)
 	set := mustSlots(t, "0-3000")
@@ -140,13 +234,13 @@ func moverACLFor(t *testing.T) []string {
 	return slices.DeleteFunc(slices.Clone(moverACL), func(cmd string) bool { return strings.HasPrefix(cmd, "function|") })
 }
 
-// Issue 10, item 5: a move as an ACL user that has only the commands a move
+// A move as an ACL user that has only the commands a move
 // needs (moverACL) on every node. Taking away any one of them makes the
 // move refused (exit 2) before anything changes, with an error that names
 // the command; with all of them the user moves every key of every type
 // (big keys replayed as commands included), and every node's view names
 // the target.
-func TestClaimsAuthACLUser(t *testing.T) {
+func TestAuthACLUser(t *testing.T) {
 	c := fourMasters(t)
 	ctx := testContext(t, 2*time.Minute)
 	set := mustSlots(t, "100-2100")
@@ -237,62 +331,6 @@ func TestClaimsAuthACLUser(t *testing.T) {
 	}
 }
 
-// fillMoved writes keys of every type and encoding (half of them with a
-// TTL) under n hash tags of set, and returns them.
-func fillMoved(t *testing.T, ctx context.Context, cc *redis.ClusterClient, set *slots.Set, n int) []string {
-	t.Helper()
-	var keys []string
-	for i := 0; i < n; i++ {
-		k, err := localcluster.FillEveryType(ctx, cc, tagIn(set, 100+i), localcluster.FillOptions{Small: 2, TTL: time.Hour, Seed: uint64(i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys = append(keys, k...)
-	}
-	return keys
-}
-
-// summary is the part of `slotmover move --json`'s output the tests read.
-type summary struct {
-	TaskID          string  `json:"task_id"`
-	Result          string  `json:"result"`
-	KeysCopied      int64   `json:"keys_copied"`
-	BigKeys         int64   `json:"big_keys"`
-	DeltaCommands   int64   `json:"delta_commands"`
-	PauseMS         float64 `json:"pause_ms"`
-	CleanupMS       int64   `json:"cleanup_ms"`
-	CutoverAttempts int     `json:"cutover_attempts"`
-	FenceOffset     int64   `json:"fence_offset"`
-	ReleaseOffset   int64   `json:"release_offset"`
-	OrphansRemoved  int64   `json:"orphans_removed"`
-}
-
-func parseSummary(t *testing.T, code int, stdout, stderr string) summary {
-	t.Helper()
-	var s summary
-	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
-		t.Fatalf("exit %d, no JSON summary on stdout (%v): %q; stderr %s", code, err, stdout, stderr)
-	}
-	return s
-}
-
-// runCLIEnv is runCLI with extra environment variables.
-func runCLIEnv(t *testing.T, env []string, args ...string) (int, string, string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binOf(args), args...)
-	cmd.Env = append(os.Environ(), env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
-		t.Fatalf("run slotmover: %v", err)
-	}
-	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
-}
-
 var noMaintNotes = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 
 // authNodeClient is a client of one node as an ACL user ("" for default).
@@ -358,4 +396,122 @@ func keysOnNode(t *testing.T, ctx context.Context, s *localcluster.Server, user,
 		n += k
 	}
 	return n
+}
+
+// A move over TLS only: the replica link, the applier and the control
+// connections all speak TLS with the cluster's certificate.
+func TestMoveOverTLS(t *testing.T) {
+	c := harness.ClusterT(t, []string{"0-16383", ""}, localcluster.Options{TLS: true})
+	ctx := testContext(t, 2*time.Minute)
+	cc := c.Client()
+	defer cc.Close()
+	set := mustSlots(t, "0-8000")
+	keys := load(t, cc, 5000, set)
+	before, err := localcluster.Capture(ctx, cc, keysIn(keys, set))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := func(s *localcluster.Server) mover.Conn {
+		return mover.Conn{Addr: s.Addr, TLS: s.TLS}
+	}
+	sum, err := mover.Run(ctx, mover.Options{Source: conn(c.Nodes[0]), Target: conn(c.Nodes[1]), Slots: set, Logger: testLogger(t)})
+	if err != nil || sum.Result != mover.ResultMoved {
+		t.Fatalf("move over TLS: %s: %v", sum.Result, err)
+	}
+	if err := c.WaitOwner(ctx, set, c.IDs[1], 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	target := c.Nodes[1].Client()
+	defer target.Close()
+	if err := before.Compare(ctx, target); err != nil {
+		t.Fatal(err)
+	}
+	// Without TLS the move back is refused before anything changes, for
+	// what it is: the source cannot be reached in plain text.
+	// On the target itself: cc's slot map may still name the old owner.
+	before, err = localcluster.Capture(ctx, target, keysIn(keys, set))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fingerprint, err := c.Fingerprint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := mover.Conn{Addr: c.Nodes[1].Addr}
+	want := "cannot reach source " + c.Nodes[1].Addr
+	sum, err = mover.Run(ctx, mover.Options{Source: plain, Target: conn(c.Nodes[0]), Slots: set, Logger: testLogger(t)})
+	var refusal *mover.InputError
+	if sum.Result != mover.ResultRefused || !errors.As(err, &refusal) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("plain-text move in a TLS cluster: %s: %v; want refused with %q", sum.Result, err, want)
+	}
+	// And by the command: exit 2 with the reason.
+	code, stdout, stderr := runCLI(t, "move", "--json", "--source", c.Nodes[1].Addr, "--target", c.Nodes[0].Addr, "--slots", "0-8000")
+	if code != 2 || !strings.Contains(stdout, `"result":"refused"`) || !strings.Contains(stderr, want) {
+		t.Fatalf("slotmover move without --tls: exit %d, want 2 with %q; stdout %s; stderr %s", code, want, stdout, stderr)
+	}
+	t.Logf("refused: %s", strings.TrimSpace(stderr))
+	if after, err := c.Fingerprint(ctx); err != nil || after != fingerprint {
+		t.Fatalf("the refused moves changed the cluster (%v):\nbefore\n%s\nafter\n%s", err, fingerprint, after)
+	}
+	if err := before.Compare(ctx, target); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The TLS flags of `slotmover move` that
+// TestMoveOverTLS leaves out (it moves through mover.Run and only refuses
+// by the command): --tls with --tls-ca-cert moves by the command, --tls
+// alone (the system's CAs, which do not know the cluster's certificate)
+// is refused before anything changes, naming the certificate, and --tls
+// with --tls-insecure moves back. Every key is asserted on its new owner,
+// and every node's view names it.
+func TestMoveFlagsTLS(t *testing.T) {
+	c := harness.ClusterT(t, []string{"0-16383", ""}, localcluster.Options{TLS: true})
+	ctx := testContext(t, 2*time.Minute)
+	cc := c.Client()
+	defer cc.Close()
+	set := mustSlots(t, "0-6000")
+	keys := fillMoved(t, ctx, cc, set, 2)
+	before, err := localcluster.Capture(ctx, cc, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := filepath.Join(c.Nodes[0].Dir, "cert.pem")
+	there := []string{"move", "--json", "--tls", "--source", c.Nodes[0].Addr, "--target", c.Nodes[1].Addr, "--slots", set.String()}
+	code, stdout, stderr := runCLI(t, append(there, "--tls-ca-cert", ca)...)
+	if sum := parseSummary(t, code, stdout, stderr); code != 0 || sum.Result != "moved" || sum.KeysCopied != int64(len(keys)) {
+		t.Fatalf("move with --tls --tls-ca-cert: exit %d, result %q, %d keys (want %d); stderr %s", code, sum.Result, sum.KeysCopied, len(keys), stderr)
+	}
+	if err := c.WaitOwner(ctx, set, c.IDs[1], 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	target := c.Nodes[1].Client()
+	defer target.Close()
+	if err := before.Compare(ctx, target); err != nil {
+		t.Fatalf("after the move with --tls-ca-cert, on the target: %v", err)
+	}
+
+	back := []string{"move", "--json", "--tls", "--source", c.Nodes[1].Addr, "--target", c.Nodes[0].Addr, "--slots", set.String()}
+	fingerprint, err := c.Fingerprint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = runCLI(t, back...)
+	if code != 2 || !strings.Contains(stderr, "certificate") {
+		t.Fatalf("move with --tls and no CA (the system's do not know the cluster's certificate): exit %d, want 2 naming the certificate; stdout %s; stderr %s", code, stdout, stderr)
+	}
+	assertUnchanged(t, c, fingerprint)
+
+	code, stdout, stderr = runCLI(t, append(back, "--tls-insecure")...)
+	if sum := parseSummary(t, code, stdout, stderr); code != 0 || sum.Result != "moved" || sum.KeysCopied != int64(len(keys)) {
+		t.Fatalf("move back with --tls --tls-insecure: exit %d, result %q, %d keys (want %d); stderr %s", code, sum.Result, sum.KeysCopied, len(keys), stderr)
+	}
+	if err := c.WaitOwner(ctx, set, c.IDs[0], 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	source := c.Nodes[0].Client()
+	defer source.Close()
+	if err := before.Compare(ctx, source); err != nil {
+		t.Fatalf("after the move back with --tls-insecure, on the source: %v", err)
+	}
 }

@@ -2,24 +2,23 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 	"github.com/slotmover/slotmover/cluster"
-	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/internal/localcluster"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/stream"
+	"github.com/slotmover/slotmover/tests/harness"
 )
 
-// Issue 10, untested claim 2. The README: "a change of the source's
+// The README: "a change of the source's
 // replication ID cancels the move (rolled back)". The move is held in
 // catch-up (a fence that is never met) while a writer runs; the source's
 // replication ID then changes under it, once by DEBUG CHANGE-REPL-ID (the
@@ -28,7 +27,7 @@ import (
 // end rolled back for that reason, the target hold no key of the slots and
 // no mark, the data of the slots be as before on whoever serves them now,
 // and the writer lose nothing and see no ASK or TRYAGAIN.
-func TestClaimsSourceReplIDChangeCancelsMove(t *testing.T) {
+func TestSourceReplIDChangeCancelsMove(t *testing.T) {
 	t.Run("DEBUG CHANGE-REPL-ID", func(t *testing.T) {
 		c := fourMasters(t)
 		ctx := testContext(t, 2*time.Minute)
@@ -216,111 +215,207 @@ func replID(ctx context.Context, c *redis.Client) (string, error) {
 	return "", nil
 }
 
-// Issue 10, untested claim 2, second half. The README: a transaction or a
-// script flagged allow-cross-slot-keys that writes chosen slots and others
-// at once "is applied split (its parts end on different nodes)". On a cluster
-// source the only such write a client can make is a script flagged
-// allow-cross-slot-keys that writes a key of a moving slot and an
-// undeclared key of another slot of the same node (a single command, or
-// declared keys, across slots are refused with CROSSSLOT, which this test
-// shows first); Redis streams its effects as one MULTI block. The move is
-// held in catch-up until the script has run.
-func TestClaimsCrossSlotWriteIntoMovingSlot(t *testing.T) {
+// FLUSHALL on the source during the move cancels it, with rollback.
+func TestFlushAllCancelsMove(t *testing.T) {
 	c := fourMasters(t)
 	ctx := testContext(t, 2*time.Minute)
 	cc := c.Client()
 	defer cc.Close()
-	set := mustSlots(t, "0-2000")
-	moved := keysIn(load(t, cc, 5_000, set), set)
+	load(t, cc, 5000, mustSlots(t, "0-5460"))
 	source := c.Nodes[0].Client()
 	defer source.Close()
-	in := tagIn(set, 40) + "in"
-	out := tagIn(mustSlots(t, "3000-5460"), 41) + "out"
-	for _, k := range []string{in, out} {
-		if err := source.Set(ctx, k, "before", 0).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	before, err := localcluster.Capture(ctx, cc, moved)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const flagged = "#!lua flags=allow-cross-slot-keys\n"
-	// What a cluster source refuses: one command across slots, even in a
-	// flagged script, and declared keys across slots.
-	if err := source.Eval(ctx, flagged+`return redis.call('MSET', KEYS[1], 'x', ARGV[1], 'x')`, []string{in}, out).Err(); err == nil {
-		t.Fatal("a cross-slot MSET inside a script ran on the source")
-	}
-	if err := source.Eval(ctx, flagged+`return 1`, []string{in, out}).Err(); err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
-		t.Fatalf("a script declaring keys of two slots: %v, want CROSSSLOT", err)
-	}
-	ran := make(chan struct{})
-	var scriptErr atomic.Value
-	var once atomic.Bool
-	mctx, cancel := context.WithTimeout(ctx, time.Minute)
+	// The move is held in catch-up by a fence that is never met: without
+	// the FLUSHALL, or if it goes unnoticed, it would stay there until
+	// --max-catch-up (10 min). It gets this long.
+	const bound = 30 * time.Second
+	mctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
+	var once sync.Once
+	flushed := make(chan error, 1)
+	start := time.Now()
 	sum, err := mover.Run(mctx, mover.Options{
 		Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
-		Slots: set, Logger: testLogger(t), MaxAttempts: 1_000_000, FenceTimeout: 5 * time.Millisecond,
+		Slots: mustSlots(t, "0-5460"), Logger: testLogger(t),
+		FenceTimeout: time.Nanosecond, MaxAttempts: 1_000_000,
 		Progress: func(p mover.Progress) {
-			if p.Phase == mover.PhaseCatchUp && once.CompareAndSwap(false, true) {
-				go func() {
-					defer close(ran)
-					err := source.Eval(ctx, flagged+`redis.call('SET', KEYS[1], ARGV[1]); redis.call('SET', ARGV[2], ARGV[1]); return 1`, []string{in}, "after", out).Err()
+			if p.Phase == mover.PhaseCatchUp {
+				once.Do(func() {
+					err := source.FlushAll(ctx).Err()
+					flushed <- err
 					if err != nil {
-						scriptErr.Store(err)
+						cancel() // nothing to wait for
 					}
-				}()
+				})
 			}
 		},
-		Hooks: mover.Hooks{Fence: holdFenceUntil(ran)},
 	})
 	select {
-	case <-ran:
+	case ferr := <-flushed:
+		if ferr != nil {
+			t.Fatalf("FLUSHALL on the source: %v (move %s: %v)", ferr, sum.Result, err)
+		}
 	default:
-		t.Fatalf("the move never reached catch-up, so the script never ran: %s (%v)", sum.Result, err)
+		t.Fatalf("the move never reported catch-up, so no FLUSHALL was sent (move %s after %v: %v)", sum.Result, time.Since(start).Round(time.Millisecond), err)
 	}
-	if e := scriptErr.Load(); e != nil {
-		t.Fatalf("the cross-slot script on the source: %v", e)
+	if mctx.Err() != nil {
+		t.Fatalf("the move did not notice the FLUSHALL within %s: %s: %v", bound, sum.Result, err)
+	}
+	if !errors.Is(err, mover.ErrSourceFlushed) || sum.Result != mover.ResultRolledBack {
+		t.Fatalf("move: %s: %v", sum.Result, err)
 	}
 	target := c.Nodes[3].Client()
 	defer target.Close()
-	// What the README says: the block is applied split and the move
-	// completes; the data must be right: the moved key with the script's
-	// write on the target, the other key with its own on the source.
-	if err != nil || sum.Result != mover.ResultMoved {
-		t.Fatalf("move: %s (%v): a cross-slot script is applied split, the move goes on", sum.Result, err)
+	if n := target.DBSize(ctx).Val(); n != 0 {
+		t.Fatalf("target keeps %d keys after the rollback", n)
 	}
-	if err := c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second); err != nil {
+	if err := c.WaitOwner(ctx, mustSlots(t, "0-5460"), c.IDs[0], 5*time.Second); err != nil {
 		t.Fatal(err)
-	}
-	if v, err := target.Get(ctx, in).Result(); err != nil || v != "after" {
-		t.Fatalf("split: the moved key on the target: %q, %v; want the script's write", v, err)
-	}
-	if v, err := source.Get(ctx, out).Result(); err != nil || v != "after" {
-		t.Fatalf("split: the other key on the source: %q, %v; want the script's write", v, err)
-	}
-	assertNoOrphans(t, c)
-	fresh := c.Client()
-	defer fresh.Close()
-	if err := before.Compare(ctx, fresh); err != nil {
-		t.Fatalf("the other moved keys after the move: %v", err)
 	}
 }
 
-// holdFenceUntil is a Hooks.Fence that misses every fence (waits out its
-// deadline) until released is closed, then waits for it as the move would:
-// the move stays in catch-up, its cutovers failing harmlessly, until the
-// test has done what it must do during the catch-up.
-func holdFenceUntil(released <-chan struct{}) func(cutover.Fence) cutover.Fence {
-	return func(f cutover.Fence) cutover.Fence {
-		return func(ctx context.Context, off int64) error {
-			select {
-			case <-released:
-				return f(ctx, off)
-			case <-ctx.Done():
-				return ctx.Err()
+// FLUSHALL on the source while the snapshot streams cuts the RDB short and
+// the move rolls back. Keys it sent the target with replies off may still
+// sit in the target's buffers then; the rollback must end with the target
+// holding nothing of the slots, read as soon as the move returns, whatever
+// point of the snapshot the flush hits.
+func TestFlushAllDuringSnapshotLeavesTargetEmpty(t *testing.T) {
+	// The target owns slots and keys of its own: its rollback is the paced
+	// purge, not a flush of the whole node.
+	c := harness.ClusterT(t, []string{"0-5460", "5461-10922", "10923-16000", "16001-16383"}, localcluster.Options{})
+	ctx := testContext(t, 4*time.Minute)
+	cc := c.Client()
+	defer cc.Close()
+	source, target := c.Nodes[0].Client(), c.Nodes[3].Client()
+	defer source.Close()
+	defer target.Close()
+	set := mustSlots(t, "0-5460")
+	for _, after := range []int64{1, 5_000, 20_000} {
+		if err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.FlushAll(ctx).Err() }); err != nil {
+			t.Fatal(err)
+		}
+		load(t, cc, 100_000, set)
+		own, err := target.DBSize(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		flushed := make(chan int64, 1)
+		flushErr := make(chan error, 1)
+		go func() {
+			// Flush once the target holds `after` keys, or give up.
+			deadline := time.Now().Add(20 * time.Second)
+			for time.Now().Before(deadline) {
+				select {
+				case <-done:
+					flushed <- -1
+					return
+				default:
+				}
+				n, _ := target.DBSize(ctx).Result()
+				if n-own >= after {
+					// A move's lock on the target (Valkey 8) is no copy.
+					var lock *redis.IntCmd
+					target.Pipelined(ctx, func(p redis.Pipeliner) error {
+						p.Do(ctx, "ASKING")
+						lock = p.Exists(ctx, mover.LockKey(set.Slots()[0]))
+						return nil
+					})
+					n -= lock.Val()
+				}
+				if n-own >= after {
+					// A target that stalls meanwhile keeps a backlog of the
+					// move's commands in its socket buffers when the move fails.
+					stall := c.Nodes[3].Client()
+					go func() { defer stall.Close(); stall.Do(ctx, "DEBUG", "SLEEP", "0.3") }()
+					time.Sleep(50 * time.Millisecond)
+					flushErr <- source.FlushAll(ctx).Err()
+					flushed <- n - own
+					return
+				}
+				time.Sleep(200 * time.Microsecond)
 			}
+			flushed <- -1
+		}()
+		sum, err := mover.Run(ctx, mover.Options{
+			Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
+			Slots: set, Logger: testLogger(t),
+		})
+		counts, cerr := cluster.CountKeys(ctx, target, set.Slots())
+		close(done)
+		at := <-flushed
+		if cerr != nil {
+			t.Fatal(cerr)
+		}
+		var left int64
+		for _, n := range counts {
+			left += n
+		}
+		if at < 0 {
+			t.Fatalf("the flush never happened (move %s: %v)", sum.Result, err)
+		}
+		if ferr := <-flushErr; ferr != nil {
+			t.Fatalf("FLUSHALL on the source: %v (move %s: %v)", ferr, sum.Result, err)
+		}
+		if sum.Result != mover.ResultRolledBack || left != 0 {
+			t.Fatalf("FLUSHALL when the target held %d keys: move %s (%v); the target keeps %d keys of the slots", at, sum.Result, err, left)
+		}
+		t.Logf("FLUSHALL when the target held %d keys: rolled back (%v), target empty", at, err)
+	}
+}
+
+// The README says FLUSHDB on the source
+// cancels the move (rolled back), like FLUSHALL. The move is held in
+// catch-up; FLUSHDB on the source must end it rolled back with
+// ErrSourceFlushed, the target holding no key of the slots and no mark,
+// the source still their owner (flushed, as asked), within a bound (a
+// missed FLUSHDB would hold the move until its deadline).
+func TestFlushDBCancelsMove(t *testing.T) {
+	c := fourMasters(t)
+	ctx := testContext(t, 2*time.Minute)
+	cc := c.Client()
+	defer cc.Close()
+	set := mustSlots(t, "0-5460")
+	load(t, cc, 2_000, set)
+	source := c.Nodes[0].Client()
+	defer source.Close()
+	target := c.Nodes[3].Client()
+	defer target.Close()
+	done, cancel := moveHeldInCatchUp(t, c, set)
+	defer cancel()
+	if err := source.FlushDB(ctx).Err(); err != nil {
+		cancel()
+		<-done
+		t.Fatalf("FLUSHDB on the source: %v", err)
+	}
+	var sum mover.Summary
+	select {
+	case sum = <-done:
+	case <-time.After(20 * time.Second):
+		cancel()
+		sum = <-done
+		t.Fatalf("the move did not notice FLUSHDB within 20s; cancelled: %s (%s)", sum.Result, sum.Error)
+	}
+	if sum.Result != mover.ResultRolledBack || !strings.Contains(sum.Error, mover.ErrSourceFlushed.Error()) {
+		t.Fatalf("move: %s (%s); want rolled back with %q", sum.Result, sum.Error, mover.ErrSourceFlushed)
+	}
+	if sum.KeysCopied == 0 {
+		t.Fatal("the move copied nothing before the FLUSHDB: the rollback removed nothing")
+	}
+	counts, err := cluster.CountKeys(ctx, target, set.Slots())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range counts {
+		if n != 0 {
+			t.Fatalf("the rolled-back target keeps %d keys of slot %d", n, set.Slots()[i])
 		}
 	}
+	if err := c.WaitOwner(ctx, set, c.IDs[0], 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := source.DBSize(ctx).Result(); err != nil || n != 0 {
+		t.Fatalf("the source holds %d keys after its FLUSHDB (%v)", n, err)
+	}
+	assertNoOrphans(t, c)
+	t.Logf("move: %s: %s", sum.Result, sum.Error)
 }
