@@ -608,3 +608,27 @@ func TestServeReturnsWhenTheListenerFails(t *testing.T) {
 		t.Fatalf("a second Serve: %v", err)
 	}
 }
+
+// Ask, the client side of status, cancel and the controls: a list of
+// tasks as records (none: an empty list), a count as one record.
+func TestAsk(t *testing.T) {
+	f := newFake()
+	s := serve(t, Config{}, f)
+	c := client(t, s.addr, &redis.Options{})
+	if got, err := Ask(ctx, c, []string{"STATUS"}, ""); err != nil || got == nil || len(got) != 0 {
+		t.Fatalf("status of none: %#v, %v", got, err)
+	}
+	if _, err := c.Do(ctx, "CLUSTER", "MIGRATION", "IMPORT", "0", "100").Result(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Ask(ctx, c, []string{"STATUS"}, "task01")
+	if err != nil || len(got) != 1 || got[0]["id"] != "task01" || got[0]["slots"] != "0-100" || got[0]["state"] != "running" {
+		t.Fatalf("status of task01: %#v, %v", got, err)
+	}
+	if got, err := Ask(ctx, c, []string{"PAUSE"}, ""); err != nil || len(got) != 1 || got[0]["count"] != int64(1) {
+		t.Fatalf("pause all: %#v, %v", got, err)
+	}
+	if _, err := Ask(ctx, c, []string{"BOGUS"}, ""); err == nil {
+		t.Fatal("an unknown verb was answered")
+	}
+}

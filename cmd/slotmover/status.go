@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotmover/slotmover/admin"
 	"github.com/slotmover/slotmover/internal/cli"
 	"github.com/slotmover/slotmover/internal/command"
 	"github.com/slotmover/slotmover/internal/config"
@@ -52,9 +53,7 @@ func (d *daemonFlags) ask(ctx context.Context, verb, id string) ([]map[string]an
 	return d.askAdmin(ctx, []string{strings.ToUpper(verb)}, id)
 }
 
-// askAdmin sends CLUSTER MIGRATION <verb…> ID <id>|ALL to the admin port
-// and returns the reply as records of field → value: a count (CANCEL and
-// the controls answer one) as one record {"count": n}.
+// askAdmin sends CLUSTER MIGRATION <verb…> to the admin port (admin.Ask).
 func (d *daemonFlags) askAdmin(ctx context.Context, verb []string, id string) ([]map[string]any, error) {
 	password, err := d.password.Get()
 	if err != nil {
@@ -66,31 +65,9 @@ func (d *daemonFlags) askAdmin(ctx context.Context, verb []string, id string) ([
 	}
 	c := redis.NewClient(&redis.Options{Addr: d.admin, Password: password, TLSConfig: tlsConf, DisableIdentity: true, MaxRetries: -1})
 	defer c.Close()
-	args := []any{"CLUSTER", "MIGRATION"}
-	for _, v := range verb {
-		args = append(args, v)
-	}
-	if id != "" {
-		args = append(args, "ID", id)
-	} else {
-		args = append(args, "ALL")
-	}
-	reply, err := c.Do(ctx, args...).Result()
+	out, err := admin.Ask(ctx, c, verb, id)
 	if err != nil {
 		return nil, fmt.Errorf("%s on %s: %w", strings.ToLower(verb[0]), d.admin, err)
-	}
-	if n, ok := reply.(int64); ok {
-		return []map[string]any{{"count": n}}, nil
-	}
-	var out []map[string]any
-	tasks, _ := reply.([]any)
-	for _, t := range tasks {
-		fields, _ := t.([]any)
-		rec := map[string]any{}
-		for i := 0; i+1 < len(fields); i += 2 {
-			rec[fmt.Sprint(fields[i])] = fields[i+1]
-		}
-		out = append(out, rec)
 	}
 	return out, nil
 }
