@@ -24,6 +24,11 @@ const (
 	PhaseStuck     Phase = "stuck"     // failed in a state it could not undo itself
 )
 
+// Cancellable says whether the phase's work stops when the move is
+// cancelled: every phase but the cleanup, which runs once the slots are
+// the target's and only goes forward.
+func (p Phase) Cancellable() bool { return p != PhaseCleanup }
+
 // Terminal reports whether the move is over.
 func (p Phase) Terminal() bool {
 	return p == PhaseDone || p == PhaseFailed || p == PhaseCancelled || p == PhaseStuck
@@ -211,6 +216,22 @@ func (m *Machine) next(ev Event, err error) (Phase, error) {
 	default: // EvCleanupDone
 		return PhaseDone, nil
 	}
+}
+
+// Failure names the event of the current phase's work ending in err:
+// EvCancel when the move was asked to stop (cancelRequested; err may be
+// what stopping did to a connection) while the source still holds the
+// slots; EvRefused for bad input (an InputError) found before anything
+// changed; else EvFailed.
+func (m *Machine) Failure(err error, cancelRequested bool) Event {
+	var input *InputError
+	switch {
+	case cancelRequested && !m.released:
+		return EvCancel
+	case errors.As(err, &input) && (m.phase == PhasePreflight || m.phase == PhaseImporting):
+		return EvRefused
+	}
+	return EvFailed
 }
 
 // abort handles a failure or a cancel request.

@@ -3,6 +3,7 @@ package mover
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -233,6 +234,42 @@ func TestCaughtUp(t *testing.T) {
 	} {
 		if got := caughtUp(c.lag, c.prev, max); got != c.want {
 			t.Errorf("lag %d after %d: %v, want %v", c.lag, c.prev, got, c.want)
+		}
+	}
+}
+
+// Which event a phase's error is: a cancel while the source holds the
+// slots, whatever the error; a refusal only for bad input before anything
+// changed; a failure otherwise.
+func TestFailure(t *testing.T) {
+	bad := fmt.Errorf("preflight: %w", refuse("slot %d is not the source's", 7))
+	boom := errors.New("connection reset")
+	for _, tc := range []struct {
+		phase    Phase
+		released bool
+		err      error
+		cancel   bool
+		want     Event
+	}{
+		{PhasePreflight, false, bad, false, EvRefused},
+		{PhaseImporting, false, bad, false, EvRefused},
+		{PhaseSnapshot, false, bad, false, EvFailed},
+		{PhasePreflight, false, boom, false, EvFailed},
+		{PhaseCatchUp, false, boom, false, EvFailed},
+		{PhasePreflight, false, bad, true, EvCancel},
+		{PhaseSnapshot, false, boom, true, EvCancel},
+		{PhaseCutover, false, boom, true, EvCancel},
+		{PhaseCutover, true, boom, true, EvFailed}, // too late to cancel: the claim's failure is stuck
+		{PhaseCleanup, true, boom, false, EvFailed},
+	} {
+		m := at(t, tc.phase, tc.released)
+		if got := m.Failure(tc.err, tc.cancel); got != tc.want {
+			t.Errorf("%s (released %v), error %v, cancel asked %v: %q, want %q", tc.phase, tc.released, tc.err, tc.cancel, got, tc.want)
+		}
+	}
+	for p, want := range map[Phase]bool{PhaseSnapshot: true, PhaseCutover: true, PhaseRollback: true, PhaseCleanup: false} {
+		if p.Cancellable() != want {
+			t.Errorf("%s cancellable: %v, want %v", p, !want, want)
 		}
 	}
 }

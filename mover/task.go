@@ -217,9 +217,9 @@ func (t *task) run(ctx, cancellable context.Context) error {
 		}
 	}()
 	for !t.m.Phase().Terminal() {
-		hctx := cancellable
-		if t.m.Phase() == PhaseCleanup {
-			hctx = ctx
+		hctx := ctx
+		if t.m.Phase().Cancellable() {
+			hctx = cancellable
 		}
 		ev, cause := handlers[t.m.Phase()](hctx)
 		if ev == "" {
@@ -230,29 +230,23 @@ func (t *task) run(ctx, cancellable context.Context) error {
 	return t.m.Cause()
 }
 
-// failure names the event of a handler's error: a cancel, a refusal
-// before anything changed, or a failure (named after an eviction on the
-// target when there was one: an evicted key makes later commands fail in
-// odd ways, such as a replay whose temporary key went). A cancel is known
-// by the handler's context, not by its error, which may be what the cancel
-// did to a connection ("use of closed network connection" in the middle of
-// the replica handshake).
+// failure names the event of a handler's error (Machine.Failure), a
+// failure named after an eviction on the target when there was one: an
+// evicted key makes later commands fail in odd ways, such as a replay
+// whose temporary key went. A cancel is known by the handler's context,
+// not by its error, which may be what the cancel did to a connection
+// ("use of closed network connection" in the middle of the replica
+// handshake).
 func (t *task) failure(ctx context.Context, err error) (Event, error) {
-	var refused *InputError
-	switch {
-	case errors.Is(ctx.Err(), context.Canceled) && !t.m.Released():
-		return EvCancel, err
-	case errors.As(err, &refused) && (t.m.Phase() == PhasePreflight || t.m.Phase() == PhaseImporting):
-		return EvRefused, err
-	}
-	if t.p != nil && !errors.Is(err, ErrTargetEvicted) {
+	ev := t.m.Failure(err, errors.Is(ctx.Err(), context.Canceled))
+	if ev == EvFailed && t.p != nil && !errors.Is(err, ErrTargetEvicted) {
 		ectx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if everr := noNewEvictions(ectx, t.p.target, t.evictedBefore); errors.Is(everr, ErrTargetEvicted) {
 			err = fmt.Errorf("%w; then: %w", everr, err)
 		}
 		cancel()
 	}
-	return EvFailed, err
+	return ev, err
 }
 
 // preflight checks everything the move needs before anything is changed.
