@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -346,24 +345,14 @@ func (f *feeder) warnSplit(cmd *stream.Command) {
 	}
 }
 
-// ErrSourceFlushed cancels a move whose source ran FLUSHALL or FLUSHDB.
-var ErrSourceFlushed = errors.New("the source ran FLUSHALL/FLUSHDB during the move")
-
-// check refuses what the move cannot carry through.
+// check refuses what the move cannot carry through (refusal), and logs
+// a keyless write, which is not applied.
 func (f *feeder) check(u *stream.Command) error {
-	switch name := u.Name(); {
-	case name == "FLUSHALL" || name == "FLUSHDB":
-		return fmt.Errorf("%w (offset %d)", ErrSourceFlushed, u.Start)
-	case u.Class == stream.ClassUnknown:
-		return fmt.Errorf("command %s at offset %d is not in the source's command table: cannot tell its keys", describe(u), u.Start)
-	case u.Class == stream.ClassCrossSlot:
-		for _, k := range u.Keys {
-			if f.opts.Slots.Contains(slots.ForKey(u.Args[k])) {
-				return fmt.Errorf("cross-slot write %s at offset %d touches a moving slot", describe(u), u.Start)
-			}
-		}
-	case u.Class == stream.ClassKeyless:
-		f.log.Warn("keyless write on the source not applied to the target", "command", name, "offset", u.Start)
+	if err := refusal(u, feederView{f: f}); err != nil {
+		return err
+	}
+	if u.Class == stream.ClassKeyless {
+		f.log.Warn("keyless write on the source not applied to the target", "command", u.Name(), "offset", u.Start)
 	}
 	return nil
 }

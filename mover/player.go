@@ -1,7 +1,11 @@
 package mover
 
 import (
+	"errors"
+	"fmt"
 	"slices"
+
+	"github.com/slotmover/slotmover/slots"
 
 	"github.com/slotmover/slotmover/stream"
 )
@@ -58,6 +62,28 @@ type play struct {
 	args [][]byte
 	keys [][]byte // playResync
 	at   int64    // playTrack
+}
+
+// ErrSourceFlushed cancels a move whose source ran FLUSHALL or FLUSHDB.
+var ErrSourceFlushed = errors.New("the source ran FLUSHALL/FLUSHDB during the move")
+
+// refusal says why u ends the move, nil if it does not: the source was
+// flushed, a command whose keys cannot be told, or a write across slots
+// that touches a moving one (its parts cannot be split by slot).
+func refusal(u *stream.Command, v playerView) error {
+	switch name := u.Name(); {
+	case name == "FLUSHALL" || name == "FLUSHDB":
+		return fmt.Errorf("%w (offset %d)", ErrSourceFlushed, u.Start)
+	case u.Class == stream.ClassUnknown:
+		return fmt.Errorf("command %s at offset %d is not in the source's command table: cannot tell its keys", describe(u), u.Start)
+	case u.Class == stream.ClassCrossSlot:
+		for _, k := range u.Keys {
+			if v.moving(slots.ForKey(u.Args[k])) {
+				return fmt.Errorf("cross-slot write %s at offset %d touches a moving slot", describe(u), u.Start)
+			}
+		}
+	}
+	return nil
 }
 
 // isDelta says whether u is a write of the move's delta: a keyed command

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/stream"
 )
 
@@ -141,5 +142,43 @@ func TestPlaysOf(t *testing.T) {
 				t.Fatalf("plays\n  got  %q\n  want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// What ends the move instead of being played.
+func TestRefusal(t *testing.T) {
+	cross := func(keys ...string) *stream.Command {
+		c := cmd("DEL "+strings.Join(keys, " "), 1, 2)
+		c.Class = stream.ClassCrossSlot
+		return c
+	}
+	// Keys of slots 7 (moving) and 9 (not), found by hash tag.
+	var in, out string
+	for i := 0; in == "" || out == ""; i++ {
+		k := fmt.Sprintf("k%d", i)
+		switch slots.ForString(k) {
+		case 7:
+			in = k
+		case 9:
+			out = k
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		cmd  *stream.Command
+		want string // "" for none
+	}{
+		{"FLUSHALL", &stream.Command{Args: [][]byte{[]byte("FLUSHALL")}, Class: stream.ClassKeyless}, ErrSourceFlushed.Error()},
+		{"flushdb", &stream.Command{Args: [][]byte{[]byte("flushdb"), []byte("ASYNC")}, Class: stream.ClassKeyless}, ErrSourceFlushed.Error()},
+		{"a command the source's table lacks", &stream.Command{Args: [][]byte{[]byte("MYMOD.SET"), []byte("k")}, Class: stream.ClassUnknown}, "cannot tell its keys"},
+		{"a cross-slot write into a moving slot", cross(out, in), "touches a moving slot"},
+		{"a cross-slot write of other slots only", cross(out, out+"x"), ""},
+		{"a keyless write is logged, not refused", &stream.Command{Args: [][]byte{[]byte("FUNCTION"), []byte("FLUSH")}, Class: stream.ClassKeyless}, ""},
+		{"a keyed write", cmd("SET k v", 1), ""},
+	} {
+		err := refusal(tc.cmd, testView{})
+		if (err == nil) != (tc.want == "") || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
 	}
 }
