@@ -1140,13 +1140,21 @@ func TestFixWithAMasterDown(t *testing.T) {
 		}
 		return true
 	})
-	assertEveryKeyOnce(t, nodeAddrs(c), len(keys))
+	assertRepaired(t, ctx, c, want, len(keys), C)
+}
+
+// assertRepaired fails unless the repairs left each of the n keys on
+// one master only, every key as want holds it through a fresh cluster
+// client, and nothing for fix, run at node, to repair.
+func assertRepaired(t *testing.T, ctx context.Context, c *localcluster.Cluster, want *localcluster.KeyStates, n int, node string) {
+	t.Helper()
+	assertEveryKeyOnce(t, nodeAddrs(c), n)
 	fresh := c.Client()
 	defer fresh.Close()
 	if err := want.Compare(ctx, fresh); err != nil {
 		t.Fatalf("after the repairs, through a cluster client: %v", err)
 	}
-	if code, stdout, stderr := runFix(t, "--cluster", C); code != 0 || !strings.Contains(stdout, "nothing to repair") {
+	if code, stdout, stderr := runFix(t, "--cluster", node); code != 0 || !strings.Contains(stdout, "nothing to repair") {
 		t.Fatalf("fix after the repairs: exit %d, want 0 and nothing to repair\n%s%s", code, stdout, stderr)
 	}
 }
@@ -1308,15 +1316,7 @@ func TestFixFinishesAnInterruptedClaim(t *testing.T) {
 	}
 	mustWait(t, c.WaitOwner(ctx, all, c.IDs[3], 10*time.Second))
 	mustWait(t, c.WaitHealthy(ctx, 10*time.Second))
-	assertEveryKeyOnce(t, nodeAddrs(c), len(keys))
-	fresh := c.Client()
-	defer fresh.Close()
-	if err := want.Compare(ctx, fresh); err != nil {
-		t.Fatalf("after fix, through a cluster client: %v", err)
-	}
-	if code, stdout, stderr := runFix(t, "--cluster", A); code != 0 || !strings.Contains(stdout, "nothing to repair") {
-		t.Fatalf("fix after the repairs: exit %d, want 0 and nothing to repair\n%s%s", code, stdout, stderr)
-	}
+	assertRepaired(t, ctx, c, want, len(keys), A)
 }
 
 // On Valkey 8 the source releases only at an offset the target reached
