@@ -2,6 +2,7 @@ package mover
 
 import (
 	"context"
+	"net"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/slotmover/slotmover/rdbparse"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/tests/harness"
+	"github.com/tidwall/redcon"
 )
 
 // An RDB version the scanner does not read is refused before anything
@@ -98,4 +100,47 @@ func versionOfDump(t *testing.T, c *redis.Client, key string) int {
 		t.Fatal(err)
 	}
 	return rdbparse.DumpVersion([]byte(dump))
+}
+
+// Preflight finds a server's own atomic slot migration by COMMAND INFO:
+// Redis 8.4's CLUSTER MIGRATION (TestServerWithBuiltInMigrationIsLeftToIt
+// runs that build) and Valkey 9's CLUSTER MIGRATESLOTS. No Valkey 9 build
+// is at hand, so a stand-in answers COMMAND INFO as Valkey 9 does: the
+// command's entry for the subcommand it has, nil for one it lacks.
+func TestBuiltInMigrationOfValkey9(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := redcon.NewServer(ln.Addr().String(), func(conn redcon.Conn, cmd redcon.Command) {
+		if len(cmd.Args) == 3 && strings.EqualFold(string(cmd.Args[0]), "COMMAND") && strings.EqualFold(string(cmd.Args[1]), "INFO") {
+			conn.WriteArray(1)
+			if strings.EqualFold(string(cmd.Args[2]), "cluster|migrateslots") {
+				// name, arity, flags, first key, last key, step, ACL
+				// categories, tips, key specs, subcommands
+				conn.WriteArray(10)
+				conn.WriteBulkString("cluster|migrateslots")
+				conn.WriteInt(-5)
+				conn.WriteArray(0)
+				conn.WriteInt(0)
+				conn.WriteInt(0)
+				conn.WriteInt(0)
+				conn.WriteArray(0)
+				conn.WriteArray(0)
+				conn.WriteArray(0)
+				conn.WriteArray(0)
+				return
+			}
+			conn.WriteNull() // in an array: go-redis reads nil
+			return
+		}
+		conn.WriteError("ERR unknown command")
+	}, nil, nil)
+	go srv.Serve(ln)
+	defer srv.Close()
+	c := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), Protocol: 2, DisableIdentity: true, MaxRetries: -1})
+	defer c.Close()
+	if got := builtInMigration(context.Background(), c); got != "CLUSTER MIGRATESLOTS" {
+		t.Fatalf("builtInMigration: %q, want CLUSTER MIGRATESLOTS", got)
+	}
 }
