@@ -21,7 +21,7 @@ import (
 
 	"github.com/slotmover/slotmover/admin"
 	"github.com/slotmover/slotmover/cluster"
-	"github.com/slotmover/slotmover/internal/config"
+	"github.com/slotmover/slotmover/daemon/config"
 	"github.com/slotmover/slotmover/metrics"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/natsapi"

@@ -22,8 +22,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
-	"github.com/slotmover/slotmover/internal/config"
-	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/daemon/config"
+	"github.com/slotmover/slotmover/lab/localcluster"
 	"github.com/slotmover/slotmover/natsapi"
 	"github.com/slotmover/slotmover/sidecar"
 	"github.com/slotmover/slotmover/slots"

@@ -19,7 +19,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/slotmover/slotmover/internal/config"
+	"github.com/slotmover/slotmover/daemon/config"
 )
 
 // unitValues reads the values of key in a unit file.

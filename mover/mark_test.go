@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/slotmover/slotmover/cluster"
-	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/lab/localcluster"
 	"github.com/slotmover/slotmover/tests/harness"
 )
 

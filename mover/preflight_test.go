@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/lab/localcluster"
 	"github.com/slotmover/slotmover/rdbparse"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/tests/harness"

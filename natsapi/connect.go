@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/slotmover/slotmover/internal/config"
+	"github.com/slotmover/slotmover/daemon/config"
 )
 
 // Connect connects with the configured credentials and TLS, and extra

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/slotmover/slotmover/internal/config"
+	"github.com/slotmover/slotmover/daemon/config"
 )
 
 // Connect's errors hide the credentials of the URLs they name, one

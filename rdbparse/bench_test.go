@@ -16,7 +16,7 @@ import (
 	"github.com/hdt3213/rdb/core"
 	"github.com/hdt3213/rdb/model"
 
-	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/lab/localcluster"
 	"github.com/slotmover/slotmover/slots"
 )
 

@@ -22,7 +22,7 @@ import (
 	"github.com/hdt3213/rdb/lzf"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/lab/localcluster"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/tests/harness"
 )

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/slotmover/slotmover/internal/info"
-	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/lab/localcluster"
 	"github.com/slotmover/slotmover/slotread"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/tests/harness"

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/lab/localcluster"
 	"github.com/slotmover/slotmover/tests/harness"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/internal/info"
-	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/lab/localcluster"
 	"github.com/slotmover/slotmover/tests/harness"
 )
 

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slotmover/slotmover/bench"
-	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/lab/bench"
+	"github.com/slotmover/slotmover/lab/localcluster"
 	"github.com/slotmover/slotmover/mover"
 )
 

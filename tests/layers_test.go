@@ -57,7 +57,7 @@ func TestProductionBinaryLinksNoLab(t *testing.T) {
 func labDeps(deps string) []string {
 	var found []string
 	for _, p := range strings.Fields(deps) {
-		if p == "github.com/nats-io/nats-server/v2/server" || p == module+"internal/localcluster" {
+		if p == "github.com/nats-io/nats-server/v2/server" || p == module+"lab/localcluster" {
 			found = append(found, p)
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/lab/localcluster"
 	"github.com/slotmover/slotmover/tests/harness"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/slotmover/slotmover/internal/info"
-	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/lab/localcluster"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/tests/harness"

@@ -25,7 +25,7 @@ import (
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/internal/info"
-	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/lab/localcluster"
 	"github.com/slotmover/slotmover/natsapi"
 	"github.com/slotmover/slotmover/sidecar"
 	"github.com/slotmover/slotmover/tests/harness"

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/lab/localcluster"
 )
 
 // The README's two commands set up what is missing on a machine with Go

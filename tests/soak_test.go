@@ -14,10 +14,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/cutover"
-	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/lab/localcluster"
+	"github.com/slotmover/slotmover/lab/soak"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
-	"github.com/slotmover/slotmover/soak"
 	"github.com/slotmover/slotmover/stream"
 	"github.com/slotmover/slotmover/tests/harness"
 )

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/lab/localcluster"
 	"github.com/slotmover/slotmover/mover"
 )
 

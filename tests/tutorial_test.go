@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/lab/localcluster"
 )
 
 const tutorialScript = "../docs/tutorial.sh"

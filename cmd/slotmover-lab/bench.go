@@ -9,10 +9,10 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/slotmover/slotmover/bench"
 	"github.com/slotmover/slotmover/internal/cli"
 	"github.com/slotmover/slotmover/internal/command"
-	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/lab/bench"
+	"github.com/slotmover/slotmover/lab/localcluster"
 	"github.com/slotmover/slotmover/throttle"
 )
 

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/slotmover/slotmover/daemon"
+	"github.com/slotmover/slotmover/daemon/config"
 	"github.com/slotmover/slotmover/internal/command"
-	"github.com/slotmover/slotmover/internal/config"
 )
 
 // sidecars are sidecars running in this process; stop ends them.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/slotmover/slotmover/internal/cli"
 	"github.com/slotmover/slotmover/internal/command"
+	"github.com/slotmover/slotmover/lab/soak"
 	"github.com/slotmover/slotmover/mover"
-	"github.com/slotmover/slotmover/soak"
 )
 
 // soakCmd runs a checked workload on a cluster while moving slots, then

@@ -6,9 +6,9 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/slotmover/slotmover/daemon/config"
 	"github.com/slotmover/slotmover/internal/cli"
 	"github.com/slotmover/slotmover/internal/command"
-	"github.com/slotmover/slotmover/internal/config"
 	"github.com/slotmover/slotmover/mover"
 )
 

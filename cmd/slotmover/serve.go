@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/slotmover/slotmover/daemon"
+	"github.com/slotmover/slotmover/daemon/config"
 	"github.com/slotmover/slotmover/internal/command"
-	"github.com/slotmover/slotmover/internal/config"
 )
 
 // serveCmd runs the sidecar: imports into the local master, driven from

@@ -17,9 +17,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/admin"
+	"github.com/slotmover/slotmover/daemon/config"
 	"github.com/slotmover/slotmover/internal/cli"
 	"github.com/slotmover/slotmover/internal/command"
-	"github.com/slotmover/slotmover/internal/config"
 	"github.com/slotmover/slotmover/natsapi"
 )
 

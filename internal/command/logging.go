@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/pflag"
 
-	"github.com/slotmover/slotmover/internal/config"
+	"github.com/slotmover/slotmover/daemon/config"
 )
 
 // RedisLogToSlog carries go-redis's own messages (connection pool and

@@ -1,4 +1,4 @@
-// Package harness binds internal/localcluster to package testing: servers
+// Package harness binds lab/localcluster to package testing: servers
 // and clusters that a test starts are stopped at its cleanup, and a server
 // that crashed during a failed test has its log reported.
 package harness
@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/lab/localcluster"
 )
 
 // ServerT starts a standalone server for a test and stops it at cleanup.

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/slotmover/slotmover/cutover"
-	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/lab/localcluster"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/throttle"
 )

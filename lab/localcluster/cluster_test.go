@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/slotmover/slotmover/internal/info"
-	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/lab/localcluster"
 	"github.com/slotmover/slotmover/tests/harness"
 
 	"github.com/slotmover/slotmover/slots"

@@ -14,7 +14,7 @@ func TestDocsConfigReference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const begin, end = "<!-- config reference: made from internal/config/keys.go -->\n", "<!-- end of config reference -->"
+	const begin, end = "<!-- config reference: made from daemon/config/keys.go -->\n", "<!-- end of config reference -->"
 	readme := string(data)
 	i, j := strings.Index(readme, begin), strings.Index(readme, end)
 	if i < 0 || j < i {

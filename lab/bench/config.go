@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/lab/localcluster"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/throttle"
 )

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/slotmover/slotmover/cluster"
-	"github.com/slotmover/slotmover/internal/localcluster"
+	"github.com/slotmover/slotmover/lab/localcluster"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/rollout"
 	"github.com/slotmover/slotmover/slots"
