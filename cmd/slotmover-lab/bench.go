@@ -57,12 +57,12 @@ func benchCmd(args []string) int {
 		return code
 	}
 	if prog.RefuseExtra("bench", words, 0, command.FlagsOnly) {
-		return exitRefused
+		return command.ExitRefused
 	}
 	cfg.Workloads, cfg.Methods, cfg.BigTypes = splitList(*workloads), splitList(*methods), splitList(*bigTypes)
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(os.Stderr, "slotmover-lab bench: %v\n", err)
-		return exitRefused
+		return command.ExitRefused
 	}
 	localcluster.ServerBin = *serverBin
 	if *quiet {
@@ -71,13 +71,13 @@ func benchCmd(args []string) int {
 	var err error
 	if cfg.Logger, err = lf.Logger(os.Stderr); err != nil {
 		fmt.Fprintf(os.Stderr, "slotmover-lab bench: %v\n", err)
-		return exitRefused
+		return command.ExitRefused
 	}
 	if cfg.SidecarsNeeded() {
 		exe, err := findSlotmover(*slotmoverBin)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "slotmover-lab bench: %v\n", err)
-			return exitRefused
+			return command.ExitRefused
 		}
 		cfg.Sidecars = func(_ context.Context, natsURL string, nodes []string, dir string) (func(), error) {
 			sp, err := startSidecarProcs(exe, natsURL, nodes, dir)
@@ -92,7 +92,7 @@ func benchCmd(args []string) int {
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "slotmover-lab bench: CPU profile: %v\n", err)
-			return exitRefused
+			return command.ExitRefused
 		}
 		defer f.Close()
 		defer pprof.StopCPUProfile()
@@ -113,13 +113,13 @@ func benchCmd(args []string) int {
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "slotmover-lab bench: %v\n", err)
-		return exitFailed
+		return command.ExitFailed
 	}
 	if !rep.OK() {
 		fmt.Fprintln(os.Stderr, "slotmover-lab bench: some runs failed or did not pass their checks (see the table)")
-		return exitFailed
+		return command.ExitFailed
 	}
-	return exitDone
+	return command.ExitDone
 }
 
 func splitList(s string) []string {

@@ -60,11 +60,11 @@ func demoCmd(args []string) int {
 		return code
 	}
 	if prog.RefuseExtra("demo", words, 0, command.FlagsOnly) {
-		return exitRefused
+		return command.ExitRefused
 	}
 	if *keys < 0 || *bigElements < 0 || *parallel < 1 {
 		fmt.Fprintln(os.Stderr, "slotmover-lab demo: --keys and --big-elements must not be negative, --parallel at least 1")
-		return exitRefused
+		return command.ExitRefused
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -78,7 +78,7 @@ func demoCmd(args []string) int {
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
-		return exitFailed
+		return command.ExitFailed
 	}
 	if *jsonOut {
 		command.PrintJSON(os.Stdout, sum)
@@ -89,9 +89,9 @@ func demoCmd(args []string) int {
 		fmt.Fprintln(os.Stderr, "demo: stopping")
 	}
 	if sum.Moved != len(sum.Moves) || sum.Lost > 0 || !sum.KeysEqual {
-		return exitFailed
+		return command.ExitFailed
 	}
-	return exitDone
+	return command.ExitDone
 }
 
 // demo is what the demo started: stop ends it all.

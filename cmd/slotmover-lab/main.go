@@ -10,12 +10,6 @@ import (
 	"github.com/slotmover/slotmover/internal/command"
 )
 
-const (
-	exitDone    = command.ExitDone
-	exitFailed  = command.ExitFailed
-	exitRefused = command.ExitRefused
-)
-
 // version is set by a release build (-ldflags "-X main.version=v1.2.3").
 var version string
 

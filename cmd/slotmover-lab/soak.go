@@ -51,16 +51,16 @@ func soakCmd(args []string) int {
 		return code
 	}
 	if prog.RefuseExtra("soak", words, 0, command.FlagsOnly) {
-		return exitRefused
+		return command.ExitRefused
 	}
 	var err error
 	if c.Password, err = password.Get(); err != nil {
 		fmt.Fprintf(os.Stderr, "slotmover-lab soak: %v\n", err)
-		return exitRefused
+		return command.ExitRefused
 	}
 	if c.Addr == "" || c.Duration <= 0 {
 		fmt.Fprintln(os.Stderr, "slotmover-lab soak: --cluster and --duration are required")
-		return exitRefused
+		return command.ExitRefused
 	}
 	if c.HotShare == 0 {
 		c.HotShare = -1 // the library reads 0 as its default
@@ -68,7 +68,7 @@ func soakCmd(args []string) int {
 
 	if c.Logger, err = lf.Logger(os.Stderr); err != nil {
 		fmt.Fprintf(os.Stderr, "slotmover-lab soak: %v\n", err)
-		return exitRefused
+		return command.ExitRefused
 	}
 	if *crashEvery > 0 {
 		creds := mover.Conn{Username: c.Username, Password: c.Password}
@@ -82,20 +82,20 @@ func soakCmd(args []string) int {
 		fmt.Fprintf(os.Stderr, "slotmover-lab soak: %v\n", err)
 		var ce *soak.ConfigError
 		if errors.As(err, &ce) {
-			return exitRefused
+			return command.ExitRefused
 		}
-		return exitFailed
+		return command.ExitFailed
 	}
 	if *jsonOut {
 		if err := command.PrintJSON(os.Stdout, rep); err != nil {
 			fmt.Fprintf(os.Stderr, "slotmover-lab soak: write the report: %v\n", err)
-			return exitFailed
+			return command.ExitFailed
 		}
 	} else {
 		rep.WriteText(os.Stdout)
 	}
 	if !rep.Pass {
-		return exitFailed
+		return command.ExitFailed
 	}
-	return exitDone
+	return command.ExitDone
 }
