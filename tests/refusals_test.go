@@ -312,19 +312,29 @@ func TestMoveNeedsTheSourcesFunctionsOnTheTarget(t *testing.T) {
 	}
 }
 
-// A server with atomic slot migration built in (Redis 8.4's CLUSTER
-// MIGRATION) does the job itself: slotmover says so and steps aside.
-func TestServerWithBuiltInMigrationIsLeftToIt(t *testing.T) {
+// asmCluster starts a cluster of a master holding every slot and an
+// empty one on the Redis build with atomic slot migration kept beside the
+// repository, or skips the test, which wants a build what, if there is
+// none.
+func asmCluster(t *testing.T, what string) *localcluster.Cluster {
+	t.Helper()
 	bin, err := filepath.Abs(filepath.Join("..", "..", "shared", "redis-builds", "redis-unstable-asm", "redis-server"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(bin); err != nil {
-		t.Skipf("skipped: no Redis build with atomic slot migration at %s", bin)
+		t.Skipf("skipped: no Redis build %s at %s", what, bin)
 	}
-	defer func(was string) { localcluster.ServerBin = was }(localcluster.ServerBin)
+	was := localcluster.ServerBin
 	localcluster.ServerBin = bin
-	c := harness.ClusterT(t, []string{"0-16383", ""}, localcluster.Options{})
+	t.Cleanup(func() { localcluster.ServerBin = was })
+	return harness.ClusterT(t, []string{"0-16383", ""}, localcluster.Options{})
+}
+
+// A server with atomic slot migration built in (Redis 8.4's CLUSTER
+// MIGRATION) does the job itself: slotmover says so and steps aside.
+func TestServerWithBuiltInMigrationIsLeftToIt(t *testing.T) {
+	c := asmCluster(t, "with atomic slot migration")
 	before, err := c.Fingerprint(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -343,16 +353,7 @@ func TestServerWithBuiltInMigrationIsLeftToIt(t *testing.T) {
 // the version check is what stops the move, as it would a future server
 // whose migration preflight does not know.
 func TestRDBVersionBeyondTheScannerIsRefused(t *testing.T) {
-	bin, err := filepath.Abs(filepath.Join("..", "..", "shared", "redis-builds", "redis-unstable-asm", "redis-server"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Skipf("skipped: no Redis build that writes an RDB version beyond the scanner at %s", bin)
-	}
-	defer func(was string) { localcluster.ServerBin = was }(localcluster.ServerBin)
-	localcluster.ServerBin = bin
-	c := harness.ClusterT(t, []string{"0-16383", ""}, localcluster.Options{})
+	c := asmCluster(t, "that writes an RDB version beyond the scanner")
 	ctx := testContext(t, time.Minute)
 	for _, n := range c.Nodes {
 		nc := n.Client()
