@@ -391,7 +391,7 @@ func (f *feeder) play(ctx context.Context, p play) error {
 	case playTrack:
 		f.expiring.track(p.key, p.at)
 	case playRestart:
-		return f.restart(f.keys.chunked(p.key))
+		return f.restart(f.keys.chunked(p.key), p.name)
 	case playResync:
 		return f.resync(ctx, p.keys)
 	}
@@ -409,8 +409,12 @@ func (v feederView) moving(slot uint16) bool      { return v.f.opts.Slots.Contai
 func (v feederView) listedLater(slot uint16) bool { return v.f.keys != nil && v.f.keys.held[slot] }
 func (v feederView) deferred(key []byte) bool     { return v.f.deferred[string(key)] != 0 }
 func (v feederView) chunked(key []byte) bool      { return v.f.keys.chunked(key) != nil }
-func (v feederView) guarded(key []byte) bool      { return v.f.expiring.guarded(key, v.now) }
-func (v feederView) sourceTime(end int64) int64   { return v.f.clock.at(end) }
+func (v feederView) inOrder(key []byte) bool {
+	b := v.f.keys.chunked(key)
+	return b != nil && b.ordered
+}
+func (v feederView) guarded(key []byte) bool    { return v.f.expiring.guarded(key, v.now) }
+func (v feederView) sourceTime(end int64) int64 { return v.f.clock.at(end) }
 
 // send writes one command behind ASKING; label names it in errors.
 func (f *feeder) send(label string, args ...[]byte) error {

@@ -8,6 +8,7 @@ import (
 	"hash/maphash"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/slotmover/slotmover/chunk"
 	"github.com/slotmover/slotmover/cluster"
@@ -43,12 +44,22 @@ type keySnapshot struct {
 // its end; one added meanwhile is added by the stream). The TTL is set at
 // the last chunk's marker. A command that depends on the elements' order or
 // on the whole key (ZPOPMIN, a multi-key write) starts the read over.
+//
+// A sorted set is read in its order instead, by rank (see
+// slotread.ReadRange), which costs the source and the target less; the
+// target then holds every member up to the last one read, as the source
+// has it. A member that a write moves there from further on, by its old
+// score (ZINCRBY, ZADD XX or INCR), or a change of the set before the
+// last member read between two chunks (the next chunk's ranks moved)
+// starts the read over in the scan's order, which neither disturbs.
 type bigRead struct {
 	key, typ string
 	slot     uint16
-	cursor   string
-	gen      int  // bumped by a restart: chunks of older ones are ignored
-	started  bool // a chunk's marker of this generation has passed
+	cursor   string   // the scan's cursor, or the next rank in order
+	ordered  bool     // a sorted set read in its order
+	last     []string // in order: the last member read and its score
+	gen      int      // bumped by a restart: chunks of older ones are ignored
+	started  bool     // a chunk's marker of this generation has passed
 	restarts int
 	queued   bool // waiting for its next chunk to be read
 	pace     *chunk.Pacer
@@ -243,8 +254,12 @@ queue:
 		if !slices.Contains(slotread.ScanTypes, k.Type) {
 			return fmt.Errorf("key %q of slot %d, a %s of %d elements, is %w: move these slots with the RDB snapshot", k.Name, slotOf[i], k.Type, k.Units, ErrBigKey)
 		}
-		b := &bigRead{key: k.Name, typ: k.Type, slot: slotOf[i], cursor: "0", queued: true,
-			pace: chunk.NewPacer(f.opts.chunkLimit(), slotread.ScanCommand[k.Type])}
+		b := &bigRead{key: k.Name, typ: k.Type, slot: slotOf[i], cursor: "0", queued: true, ordered: k.Type == "zset"}
+		read := slotread.ScanCommand[k.Type]
+		if b.ordered {
+			read = "ZRANGE"
+		}
+		b.pace = chunk.NewPacer(f.opts.chunkLimit(), read)
 		ks.big[k.Name] = b
 		ks.bigQueue = append(ks.bigQueue, b)
 	}
@@ -271,7 +286,12 @@ func (f *feeder) readChunk(ctx context.Context) error {
 	r := f.newRead(b.slot)
 	var ch slotread.Chunk
 	err := cluster.WhileDown(ctx, func() (err error) {
-		ch, err = slotread.ReadChunk(ctx, f.source, b.key, b.typ, b.cursor, b.pace.Count(), string(r.marker), f.nonce(r), ks.fieldTTLs)
+		if b.ordered {
+			rank, _ := strconv.ParseInt(b.cursor, 10, 64)
+			ch, err = slotread.ReadRange(ctx, f.source, b.key, rank, b.last, b.pace.Count(), string(r.marker), f.nonce(r))
+		} else {
+			ch, err = slotread.ReadChunk(ctx, f.source, b.key, b.typ, b.cursor, b.pace.Count(), string(r.marker), f.nonce(r), ks.fieldTTLs)
+		}
 		return err
 	})
 	if err != nil {
@@ -285,7 +305,10 @@ func (f *feeder) readChunk(ctx context.Context) error {
 	b.pace.Observe(len(ch.Elements)/elementStrings(b.typ), size)
 	r.chunk = &chunkCopy{big: b, gen: b.gen, first: b.cursor == "0", Chunk: ch}
 	b.cursor = ch.Cursor
-	if ch.Cursor == "0" || ch.Type != b.typ {
+	if n := len(ch.Elements); b.ordered && n >= 2 {
+		b.last = ch.Elements[n-2:]
+	}
+	if ch.Cursor == "0" || ch.Type != b.typ || ch.Moved { // a moved set's read starts over at the chunk's marker
 		ks.bigQueue = ks.bigQueue[1:]
 		b.queued = false
 	}
@@ -297,6 +320,9 @@ func (f *feeder) applyChunk(c *chunkCopy) error {
 	b := c.big
 	if c.gen != b.gen {
 		return nil // a restart reads the key again
+	}
+	if c.Moved {
+		return f.restart(b, "a change before the last member read in order")
 	}
 	key := []byte(b.key)
 	label := "chunk of " + strconv.Quote(b.key)
@@ -405,17 +431,22 @@ func (ks *keySnapshot) chunked(key []byte) *bigRead {
 	return nil
 }
 
-// restart reads a big key again from its start: the stream's commands on
-// it wait for the new first chunk, and what the target has is dropped.
-func (f *feeder) restart(b *bigRead) error {
+// restart reads a big key again from its start, because of cause: the
+// stream's commands on it wait for the new first chunk, and what the
+// target has is dropped.
+func (f *feeder) restart(b *bigRead, cause string) error {
 	if b.restarts++; b.restarts > maxRestarts {
 		return fmt.Errorf("big %s %q changed by position or with other keys %d times while it was read in chunks: move these slots with the RDB snapshot", b.typ, b.key, b.restarts)
 	}
-	f.log.Info("a big key read in chunks is read again from its start", "key", b.key, "restarts", b.restarts)
+	f.log.Info("a big key read in chunks is read again from its start", "key", b.key, "cause", cause, "restarts", b.restarts)
 	f.stats.resynced.Add(1)
 	b.gen++
 	b.started = false
 	b.cursor = "0"
+	if b.ordered {
+		b.ordered, b.last = false, nil
+		b.pace = chunk.NewPacer(f.opts.chunkLimit(), slotread.ScanCommand[b.typ])
+	}
 	f.deferred[b.key] = awaitingRead
 	f.deferredCount.Store(int64(len(f.deferred)))
 	if !b.queued {
@@ -423,6 +454,27 @@ func (f *feeder) restart(b *bigRead) error {
 		f.keys.bigQueue = append(f.keys.bigQueue, b)
 	}
 	return f.send("restart of "+strconv.Quote(b.key), []byte("DEL"), []byte(b.key))
+}
+
+// relative says whether a write on a sorted set sets a member's score from
+// the one it had, or only if it had one (ZINCRBY, ZADD with INCR or XX):
+// on a target that lacks the member yet, it does something else.
+func relative(args [][]byte) bool {
+	switch strings.ToUpper(string(args[0])) {
+	case "ZINCRBY":
+		return true
+	case "ZADD":
+		for _, a := range args[min(2, len(args)):] {
+			switch strings.ToUpper(string(a)) {
+			case "XX", "INCR":
+				return true
+			case "NX", "GT", "LT", "CH":
+			default:
+				return false // the scores and members
+			}
+		}
+	}
+	return false
 }
 
 // positional says whether a command on a sorted set depends on its

@@ -27,6 +27,8 @@ type playerView interface {
 	deferred(key []byte) bool
 	// chunked: a big key of the keys path read in chunks, started.
 	chunked(key []byte) bool
+	// inOrder: a sorted set chunked in its order (see bigRead).
+	inOrder(key []byte) bool
 	// guarded: the key's expiry is near (or past): a command on it could
 	// reach the target after the target expired it (see expiring).
 	guarded(key []byte) bool
@@ -47,7 +49,8 @@ const (
 	playForget
 	// playTrack: key expires at at (Unix ms; 0: it has no TTL).
 	playTrack
-	// playRestart reads a big key read in chunks again from its start.
+	// playRestart reads a big key read in chunks again from its start,
+	// because of command name.
 	playRestart
 	// playResync reads keys again from the source, at a point of the
 	// stream later than this command (see feeder.resync).
@@ -102,9 +105,11 @@ func playsOf(u *stream.Command, v playerView) []play {
 		if v.deferred(key) {
 			return nil
 		}
-		if v.chunked(key) && positional(name) {
-			// A part of a sorted set has not its elements' order.
-			return []play{{kind: playRestart, key: key}}
+		if v.chunked(key) && (positional(name) || v.inOrder(key) && relative(u.Args)) {
+			// A part of a sorted set has not its elements' order; one read
+			// in order may lack a member that the write moves before the
+			// last one read, never to be read again.
+			return []play{{kind: playRestart, name: name, key: key}}
 		}
 		args := absoluteTTL(u.Args, func() int64 { return v.sourceTime(u.End) })
 		if name == "DEL" || name == "UNLINK" {
@@ -147,7 +152,7 @@ func playsOf(u *stream.Command, v playerView) []play {
 	var rest [][]byte
 	for _, k := range keys {
 		if v.chunked(k) {
-			plays = append(plays, play{kind: playRestart, key: k})
+			plays = append(plays, play{kind: playRestart, name: name, key: k})
 		} else {
 			rest = append(rest, k)
 		}

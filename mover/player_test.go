@@ -13,15 +13,21 @@ import (
 // (slot 8 is listed later by the keys path), the source's clock reads
 // 1,000,000 ms, and keys are deferred, chunked or guarded by name.
 type testView struct {
-	deferredKeys, chunkedKeys, guardedKeys []string
+	deferredKeys, chunkedKeys, orderedKeys, guardedKeys []string
 }
 
 func (v testView) moving(slot uint16) bool      { return slot == 7 || slot == 8 }
 func (v testView) listedLater(slot uint16) bool { return slot == 8 }
 func (v testView) deferred(key []byte) bool     { return has(v.deferredKeys, key) }
 func (v testView) chunked(key []byte) bool      { return has(v.chunkedKeys, key) }
+func (v testView) inOrder(key []byte) bool      { return has(v.orderedKeys, key) }
 func (v testView) guarded(key []byte) bool      { return has(v.guardedKeys, key) }
 func (v testView) sourceTime(int64) int64       { return 1_000_000 }
+
+// ordered is the view of a sorted set key chunked in its order.
+func ordered(key string) testView {
+	return testView{chunkedKeys: []string{key}, orderedKeys: []string{key}}
+}
 
 func has(list []string, key []byte) bool {
 	for _, k := range list {
@@ -104,6 +110,18 @@ func TestPlaysOf(t *testing.T) {
 			cmd("ZPOPMIN z", 1), testView{chunkedKeys: []string{"z"}}, []string{"restart z"}},
 		{"a write by member on it goes as it is",
 			cmd("ZADD z 1 m", 1), testView{chunkedKeys: []string{"z"}}, []string{"send ZADD z 1 m"}},
+		{"so does a relative one on a set read in the scan's order",
+			cmd("ZINCRBY z 5 m", 1), testView{chunkedKeys: []string{"z"}}, []string{"send ZINCRBY z 5 m"}},
+		{"on one read in its order, a score from the member's old one restarts the read",
+			cmd("ZINCRBY z 5 m", 1), ordered("z"), []string{"restart z"}},
+		{"ZADD INCR too",
+			cmd("zadd z ch incr 5 m", 1), ordered("z"), []string{"restart z"}},
+		{"and ZADD XX: the target may lack the member",
+			cmd("ZADD z XX GT 5 m", 1), ordered("z"), []string{"restart z"}},
+		{"ZADD NX, GT or LT adds what the source has or a later chunk brings",
+			cmd("ZADD z NX GT 5 m", 1), ordered("z"), []string{"send ZADD z NX GT 5 m"}},
+		{"a member named XX is a member",
+			cmd("ZADD z 5 XX", 1), ordered("z"), []string{"send ZADD z 5 XX"}},
 		{"one key named twice is one key",
 			cmd("LMOVE l l LEFT RIGHT", 1, 2), testView{}, []string{"send LMOVE l l LEFT RIGHT"}},
 		{"a multi-key DEL is split per key; a deferred key's read holds its DEL",

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/slotmover/slotmover/internal/info"
 	"github.com/slotmover/slotmover/lab/localcluster"
 	"github.com/slotmover/slotmover/slotread"
@@ -315,5 +317,64 @@ func TestChunksCarryFieldExpiries(t *testing.T) {
 		if got[f] != w {
 			t.Fatalf("field %s expires at %d, want %d", f, got[f], w)
 		}
+	}
+}
+
+// A sorted set read by ranges comes whole and in order; a change after the
+// last member read leaves the next range valid, one before it (its ranks
+// moved) is reported and brings no member; a key of another type ends it.
+func TestReadRange(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := harness.ClusterT(t, []string{"0-16383"}, localcluster.Options{}).Nodes[0].Client()
+	defer c.Close()
+	for i := range 1000 {
+		c.Do(ctx, "ZADD", "{a}z", i, fmt.Sprintf("m%04d", i))
+	}
+	c.Expire(ctx, "{a}z", time.Hour)
+	read := func(rank int64, after []string, n int) slotread.Chunk {
+		t.Helper()
+		ch, err := slotread.ReadRange(ctx, c, "{a}z", rank, after, n, "{a}marker", "n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ch
+	}
+	var got []string
+	rank, after := int64(0), []string(nil)
+	for calls := 0; ; calls++ {
+		ch := read(rank, after, 300)
+		if ch.Moved || ch.Type != "zset" || ch.ExpireAt < time.Now().Add(59*time.Minute).UnixMilli() || calls > 10 {
+			t.Fatalf("chunk %d: %+v", calls, ch)
+		}
+		got = append(got, ch.Elements...)
+		if ch.Cursor == "0" {
+			break
+		}
+		rank, _ = strconv.ParseInt(ch.Cursor, 10, 64)
+		after = ch.Elements[len(ch.Elements)-2:]
+		switch calls {
+		case 0: // after the last member read: the ranks before it stay
+			c.Do(ctx, "ZADD", "{a}z", 5000, "late")
+			c.ZRem(ctx, "{a}z", "m0999")
+		}
+	}
+	if len(got) != 2000 || got[0] != "m0000" || got[1] != "0" || got[1996] != "m0998" || got[1998] != "late" || got[1999] != "5000" {
+		t.Fatalf("%d strings, from %v to %v; want 1000 members and scores in order, the late one last", len(got), got[:2], got[len(got)-4:])
+	}
+
+	first := read(0, nil, 300)
+	after = first.Elements[len(first.Elements)-2:]
+	c.ZAdd(ctx, "{a}z", redis.Z{Score: -1, Member: "early"}) // before: every rank after it moves
+	if ch := read(300, after, 300); !ch.Moved || len(ch.Elements) != 0 {
+		t.Fatalf("after a member was added before the last one read: %+v, want Moved and no members", ch)
+	}
+	c.ZRem(ctx, "{a}z", "early", "m0000") // two fewer before it: the rank before holds another
+	if ch := read(300, after, 300); !ch.Moved {
+		t.Fatalf("after two members before the last one read went: %+v, want Moved", ch)
+	}
+	c.Set(ctx, "{a}z", "now a string", 0)
+	if ch := read(0, nil, 300); ch.Type != "string" || ch.Cursor != "0" || len(ch.Elements) != 0 {
+		t.Fatalf("a range of a key of another type: %+v; want its type, no members, the end", ch)
 	}
 }

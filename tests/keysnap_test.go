@@ -283,3 +283,133 @@ func loadSmall(t *testing.T, cc *redis.ClusterClient, n int, set *slots.Set) []s
 	}
 	return names
 }
+
+// A big sorted set is read in its order, by rank; one that a client keeps
+// changing before the last member read is read again in the scan's order,
+// which such changes do not disturb, and a quiet one is read once: the
+// target ends exactly like a mirror that saw the same writes. The changes:
+// members removed and added there (the next chunk's ranks move), or one
+// removed and another moved there by ZINCRBY in one transaction (the ranks
+// stay; the target lacks the moved member's old score).
+func TestKeysPathReadsSortedSetsInOrder(t *testing.T) {
+	const members = 40_000
+	low := func(i int) string { return fmt.Sprintf("m%05d", i) }
+	high := func(i int) string { return fmt.Sprintf("m%05d", members-1-i) }
+	for _, tc := range []struct {
+		name  string
+		write func(ctx context.Context, c redis.Cmdable, key string, i int) error
+	}{
+		{"ranks moved", func(ctx context.Context, c redis.Cmdable, key string, i int) error {
+			if i%2 == 0 {
+				return c.ZRem(ctx, key, low(i)).Err()
+			}
+			return c.ZAdd(ctx, key, redis.Z{Score: float64(-1 - i), Member: fmt.Sprint("early", i)}).Err()
+		}},
+		{"a member moved by its old score", func(ctx context.Context, c redis.Cmdable, key string, i int) error {
+			_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				p.ZRem(ctx, key, low(i))
+				p.ZIncrBy(ctx, key, -1e6, high(i))
+				return nil
+			})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { sortedSetsInOrder(t, members, tc.write) })
+	}
+}
+
+func sortedSetsInOrder(t *testing.T, members int, write func(ctx context.Context, c redis.Cmdable, key string, i int) error) {
+	c := fourMasters(t)
+	ctx := testContext(t, 3*time.Minute)
+	if err := c.KeepBacklog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cc := c.Client()
+	defer cc.Close()
+	mirror := harness.ServerT(t, localcluster.Options{}).Client()
+	defer mirror.Close()
+	set := mustSlots(t, "0-99")
+	tag := tagIn(set, 0)
+	busy, quiet := tag+"busy", tag+"quiet"
+	m := &mirrored{cc: cc, mirror: mirror, keys: map[string]bool{}}
+	for i := 0; i < members; i += 1000 {
+		err := m.do(ctx, []string{busy, quiet}, func(c redis.Cmdable) error {
+			p := c.Pipeline()
+			for j := i; j < i+1000; j++ {
+				p.ZAdd(ctx, busy, redis.Z{Score: float64(j), Member: fmt.Sprintf("m%05d", j)})
+				p.ZAdd(ctx, quiet, redis.Z{Score: float64(j % 100), Member: fmt.Sprintf("q%05d", j)}) // ties: ordered by member
+			}
+			_, err := p.Exec(ctx)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The writes start with the busy set's read, and change it at its low
+	// end, before any member read after the first chunk.
+	var starts sync.Map // key → reads started
+	writing := make(chan struct{})
+	var once sync.Once
+	started := func(key string) {
+		n, _ := starts.LoadOrStore(key, new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
+		if key == busy {
+			once.Do(func() { close(writing) })
+		}
+	}
+	opsCtx, stopOps := context.WithTimeout(ctx, time.Minute)
+	defer stopOps()
+	opsErr := make(chan error, 1)
+	var ops atomic.Int64
+	go func() {
+		var err error
+		select {
+		case <-writing:
+		case <-opsCtx.Done():
+		}
+		for i := 0; i < 3000 && opsCtx.Err() == nil && err == nil; i++ {
+			if i%4 == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			err = m.do(ctx, nil, func(c redis.Cmdable) error { return write(ctx, c, busy, i) })
+			ops.Add(1)
+		}
+		opsErr <- err
+	}()
+	sum, err := mover.Run(ctx, mover.Options{
+		Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
+		Slots: set, Logger: testLogger(t), Snapshot: mover.SnapshotKeys, BigKeyElements: 5000,
+		// Small chunks (about 800 members), and the stream applied slowly,
+		// space the reads of the busy set among its writes.
+		ChunkTime: 200 * time.Microsecond,
+		Hooks: mover.Hooks{Delta: func(*stream.Command) bool { time.Sleep(100 * time.Microsecond); return true },
+			BigKeyStarted: started},
+	})
+	time.Sleep(100 * time.Millisecond)
+	stopOps()
+	if err := <-opsErr; err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		t.Fatalf("workload: %v", err)
+	}
+	if err != nil || sum.Result != mover.ResultMoved || sum.Snapshot != mover.SnapshotKeys {
+		t.Fatalf("move: %s on the %s path: %v", sum.Result, sum.Snapshot, err)
+	}
+	target := c.Nodes[3].Client()
+	defer target.Close()
+	if err := localcluster.CompareKeys(ctx, mirror, target, []string{busy, quiet}); err != nil {
+		t.Fatalf("target differs from the mirror after %d writes: %v", ops.Load(), err)
+	}
+	reads := func(key string) int64 {
+		n, _ := starts.Load(key)
+		if n == nil {
+			return 0
+		}
+		return n.(*atomic.Int64).Load()
+	}
+	if reads(quiet) != 1 || reads(busy) < 2 || sum.BigKeys != 2 {
+		t.Fatalf("reads started: quiet %d (want 1), busy %d (want 2 or more: the writes start it over); %d big keys (want 2)",
+			reads(quiet), reads(busy), sum.BigKeys)
+	}
+	t.Logf("%d writes during the move; busy set read %d times; %d ms", ops.Load(), reads(busy), sum.TotalMS)
+}
