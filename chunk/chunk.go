@@ -68,7 +68,7 @@ const (
 	// long as idle) under a 5 ms event. Where many servers share few
 	// cores, a command's wall time is many times that: on a fleet
 	// rebalance (30 servers on 2 cores), 2 ms let masters' longest events
-	// reach 45-102 ms with the budget off, 1 ms 23-81 ms, and the
+	// reach 47-102 ms with the budget off, 1 ms 23-81 ms, and the
 	// rebalance took 15.6-18.8 s against 18.9-23.6 s (docs/benchmarks.md).
 	DefaultTime = 1 * time.Millisecond
 	// DefaultElements caps a command when the cost model allows more:
