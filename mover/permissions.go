@@ -180,6 +180,9 @@ func isNoPerm(err error) bool {
 		return false
 	}
 	msg := err.Error()
+	if re := redis.Error(nil); errors.As(err, &re) {
+		msg = re.Error()
+	}
 	return strings.HasPrefix(msg, "NOPERM") || strings.HasPrefix(msg, "EXECABORT") && strings.Contains(msg, "NOPERM")
 }
 

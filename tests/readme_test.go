@@ -13,7 +13,7 @@ import (
 )
 
 // keysPathACL is what the keys path reads besides moverACL.
-var keysPathACL = []string{"type", "strlen", "hlen", "llen", "scard", "zcard", "xlen", "hscan", "sscan", "zscan", "persist"}
+var keysPathACL = []string{"type", "strlen", "hlen", "llen", "scard", "zcard", "xlen", "hscan", "sscan", "zscan", "zrange", "persist"}
 
 // The README's ACL line is the one to paste: it grants what the tests
 // prove a move needs (moverACL, keysPathACL), and pasted as written, with
@@ -56,6 +56,18 @@ func TestReadmeACLLine(t *testing.T) {
 	if v.Product == "Redis" && v.AtLeast(7, 4) {
 		args = append(args, "+hpexpiretime", "+hpexpireat") // the README: add on 7.4 and newer
 	}
+	t.Run("as written", func(t *testing.T) { moveAsUser(t, args) })
+	// A user granted before sorted sets were read in order: they are
+	// read by ZSCAN instead.
+	t.Run("without zrange", func(t *testing.T) {
+		moveAsUser(t, slices.DeleteFunc(slices.Clone(args), func(a any) bool { return a == "+zrange" }))
+	})
+}
+
+// moveAsUser moves slots 0-99, holding keys of every type and big ones
+// read in chunks, by the keys path as a user made by the ACL SETUSER
+// args on every node, and checks the target holds them all.
+func moveAsUser(t *testing.T, args []any) {
 	c := harness.ClusterT(t, []string{"0-16383", ""}, localcluster.Options{})
 	ctx := testContext(t, 2*time.Minute)
 	cc := c.Client()
