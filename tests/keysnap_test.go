@@ -121,19 +121,11 @@ func TestKeysSnapshot(t *testing.T) {
 // set (which starts its read over): the target ends exactly like a mirror
 // that saw the same writes.
 func TestKeysPathReadsBigKeysInChunks(t *testing.T) {
-	c := fourMasters(t)
 	ctx := testContext(t, 3*time.Minute)
-	if err := c.KeepBacklog(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cc := c.Client()
-	defer cc.Close()
-	mirror := harness.ServerT(t, localcluster.Options{}).Client()
-	defer mirror.Close()
+	c, m := mirroredCluster(t, ctx)
 	set := mustSlots(t, "0-99")
 	tag := tagIn(set, 0)
 	hash, sset, zset, small := tag+"hash", tag+"set", tag+"zset", tag+"small"
-	m := &mirrored{cc: cc, mirror: mirror, keys: map[string]bool{}}
 	const elements, zElements = 60_000, 60_000
 	for i := 0; i < elements; i += 1000 {
 		err := m.do(ctx, []string{hash, sset, zset}, func(c redis.Cmdable) error {
@@ -167,7 +159,7 @@ func TestKeysPathReadsBigKeysInChunks(t *testing.T) {
 	}
 	// With hash-field expiration (7.4+), a field no write touches expires:
 	// its chunk brings the expiry (a hash's digest says whether a field has one).
-	if info, err := cc.Do(ctx, "COMMAND", "INFO", "HPEXPIRE").Slice(); err == nil && len(info) == 1 && info[0] != nil {
+	if info, err := m.cc.Do(ctx, "COMMAND", "INFO", "HPEXPIRE").Slice(); err == nil && len(info) == 1 && info[0] != nil {
 		if err := m.do(ctx, nil, func(c redis.Cmdable) error {
 			if err := c.HSet(ctx, hash, "ttl-field", "x").Err(); err != nil {
 				return err
@@ -178,41 +170,27 @@ func TestKeysPathReadsBigKeysInChunks(t *testing.T) {
 		}
 	}
 
-	opsCtx, stopOps := context.WithTimeout(ctx, time.Minute)
-	defer stopOps()
-	opsErr := make(chan error, 1)
-	var ops atomic.Int64
-	go func() {
-		var err error
-		for i := 0; i < 200_000 && opsCtx.Err() == nil && err == nil; i++ {
-			if i%4 == 0 {
-				time.Sleep(time.Millisecond) // a steady rate through the whole move
-			}
-			j := (i * 7919) % (elements + 5000) // some new elements too
-			err = m.do(ctx, nil, func(c redis.Cmdable) error {
-				switch i % 8 {
-				case 0:
-					return c.HSet(ctx, hash, fmt.Sprint("f", j), fmt.Sprint("v", i)).Err()
-				case 1:
-					return c.HDel(ctx, hash, fmt.Sprint("f", j)).Err()
-				case 2:
-					return c.HIncrBy(ctx, hash, fmt.Sprint("n", j%100), 1).Err()
-				case 3:
-					return c.SAdd(ctx, sset, fmt.Sprint("s", i)).Err()
-				case 4:
-					return c.SRem(ctx, sset, j).Err()
-				case 5:
-					return c.ZIncrBy(ctx, zset, 1, fmt.Sprint("m", j%zElements)).Err()
-				case 6:
-					return c.ZRem(ctx, zset, fmt.Sprint("m", j%zElements)).Err()
-				default:
-					return c.Expire(ctx, hash, time.Duration(3600+i%100)*time.Second).Err()
-				}
-			})
-			ops.Add(1)
+	writes := writeMirrored(ctx, m, nil, 200_000, func(c redis.Cmdable, i int) error {
+		j := (i * 7919) % (elements + 5000) // some new elements too
+		switch i % 8 {
+		case 0:
+			return c.HSet(ctx, hash, fmt.Sprint("f", j), fmt.Sprint("v", i)).Err()
+		case 1:
+			return c.HDel(ctx, hash, fmt.Sprint("f", j)).Err()
+		case 2:
+			return c.HIncrBy(ctx, hash, fmt.Sprint("n", j%100), 1).Err()
+		case 3:
+			return c.SAdd(ctx, sset, fmt.Sprint("s", i)).Err()
+		case 4:
+			return c.SRem(ctx, sset, j).Err()
+		case 5:
+			return c.ZIncrBy(ctx, zset, 1, fmt.Sprint("m", j%zElements)).Err()
+		case 6:
+			return c.ZRem(ctx, zset, fmt.Sprint("m", j%zElements)).Err()
+		default:
+			return c.Expire(ctx, hash, time.Duration(3600+i%100)*time.Second).Err()
 		}
-		opsErr <- err
-	}()
+	})
 	// One ZPOPMIN (by position: the read starts over) once the sorted
 	// set's read is under way: the feeder waits for it, and at most a few
 	// of the set's 20 or more chunks are read ahead.
@@ -236,11 +214,7 @@ func TestKeysPathReadsBigKeysInChunks(t *testing.T) {
 		Hooks: mover.Hooks{Delta: func(*stream.Command) bool { time.Sleep(100 * time.Microsecond); return true },
 			BigKeyStarted: popDuringRead},
 	})
-	time.Sleep(100 * time.Millisecond)
-	stopOps()
-	if err := <-opsErr; err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-		t.Fatalf("workload: %v", err)
-	}
+	ops := writes(t)
 	if popped != nil {
 		t.Fatalf("ZPOPMIN during the sorted set's read: %v", popped)
 	}
@@ -248,14 +222,14 @@ func TestKeysPathReadsBigKeysInChunks(t *testing.T) {
 		t.Fatalf("move: %s on the %s path: %v", sum.Result, sum.Snapshot, err)
 	}
 	keys := []string{hash, sset, zset, small}
-	if err := localcluster.CompareKeys(ctx, mirror, target, keys); err != nil {
-		t.Fatalf("target differs from the mirror after %d writes: %v", ops.Load(), err)
+	if err := localcluster.CompareKeys(ctx, m.mirror, target, keys); err != nil {
+		t.Fatalf("target differs from the mirror after %d writes: %v", ops, err)
 	}
 	if sum.BigKeys != 3 || sum.DeltaCommands < 100 || sum.KeysResynced != 1 {
 		t.Fatalf("%d big keys read in chunks (want 3), %d delta commands applied (want many), %d reads started over (want 1, the ZPOPMIN): the test missed its windows",
 			sum.BigKeys, sum.DeltaCommands, sum.KeysResynced)
 	}
-	t.Logf("%d writes during the move; %d delta commands; %d big-key reads started over (ZPOPMIN); %d ms", ops.Load(), sum.DeltaCommands, sum.KeysResynced, sum.TotalMS)
+	t.Logf("%d writes during the move; %d delta commands; %d big-key reads started over (ZPOPMIN); %d ms", ops, sum.DeltaCommands, sum.KeysResynced, sum.TotalMS)
 }
 
 // loadSmall writes n keys of one byte in set, none with a TTL, and
@@ -319,19 +293,11 @@ func TestKeysPathReadsSortedSetsInOrder(t *testing.T) {
 }
 
 func sortedSetsInOrder(t *testing.T, members int, write func(ctx context.Context, c redis.Cmdable, key string, i int) error) {
-	c := fourMasters(t)
 	ctx := testContext(t, 3*time.Minute)
-	if err := c.KeepBacklog(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cc := c.Client()
-	defer cc.Close()
-	mirror := harness.ServerT(t, localcluster.Options{}).Client()
-	defer mirror.Close()
+	c, m := mirroredCluster(t, ctx)
 	set := mustSlots(t, "0-99")
 	tag := tagIn(set, 0)
 	busy, quiet := tag+"busy", tag+"quiet"
-	m := &mirrored{cc: cc, mirror: mirror, keys: map[string]bool{}}
 	for i := 0; i < members; i += 1000 {
 		err := m.do(ctx, []string{busy, quiet}, func(c redis.Cmdable) error {
 			p := c.Pipeline()
@@ -359,25 +325,7 @@ func sortedSetsInOrder(t *testing.T, members int, write func(ctx context.Context
 			once.Do(func() { close(writing) })
 		}
 	}
-	opsCtx, stopOps := context.WithTimeout(ctx, time.Minute)
-	defer stopOps()
-	opsErr := make(chan error, 1)
-	var ops atomic.Int64
-	go func() {
-		var err error
-		select {
-		case <-writing:
-		case <-opsCtx.Done():
-		}
-		for i := 0; i < 3000 && opsCtx.Err() == nil && err == nil; i++ {
-			if i%4 == 0 {
-				time.Sleep(time.Millisecond)
-			}
-			err = m.do(ctx, nil, func(c redis.Cmdable) error { return write(ctx, c, busy, i) })
-			ops.Add(1)
-		}
-		opsErr <- err
-	}()
+	writes := writeMirrored(ctx, m, writing, 3000, func(c redis.Cmdable, i int) error { return write(ctx, c, busy, i) })
 	sum, err := mover.Run(ctx, mover.Options{
 		Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
 		Slots: set, Logger: testLogger(t), Snapshot: mover.SnapshotKeys, BigKeyElements: 5000,
@@ -387,18 +335,14 @@ func sortedSetsInOrder(t *testing.T, members int, write func(ctx context.Context
 		Hooks: mover.Hooks{Delta: func(*stream.Command) bool { time.Sleep(100 * time.Microsecond); return true },
 			BigKeyStarted: started},
 	})
-	time.Sleep(100 * time.Millisecond)
-	stopOps()
-	if err := <-opsErr; err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-		t.Fatalf("workload: %v", err)
-	}
+	ops := writes(t)
 	if err != nil || sum.Result != mover.ResultMoved || sum.Snapshot != mover.SnapshotKeys {
 		t.Fatalf("move: %s on the %s path: %v", sum.Result, sum.Snapshot, err)
 	}
 	target := c.Nodes[3].Client()
 	defer target.Close()
-	if err := localcluster.CompareKeys(ctx, mirror, target, []string{busy, quiet}); err != nil {
-		t.Fatalf("target differs from the mirror after %d writes: %v", ops.Load(), err)
+	if err := localcluster.CompareKeys(ctx, m.mirror, target, []string{busy, quiet}); err != nil {
+		t.Fatalf("target differs from the mirror after %d writes: %v", ops, err)
 	}
 	reads := func(key string) int64 {
 		n, _ := starts.Load(key)
@@ -411,5 +355,55 @@ func sortedSetsInOrder(t *testing.T, members int, write func(ctx context.Context
 		t.Fatalf("reads started: quiet %d (want 1), busy %d (want 2 or more: the writes start it over); %d big keys (want 2)",
 			reads(quiet), reads(busy), sum.BigKeys)
 	}
-	t.Logf("%d writes during the move; busy set read %d times; %d ms", ops.Load(), reads(busy), sum.TotalMS)
+	t.Logf("%d writes during the move; busy set read %d times; %d ms", ops, reads(busy), sum.TotalMS)
+}
+
+// mirroredCluster starts four masters whose first keeps a backlog, and a
+// mirror server that is to see the same writes.
+func mirroredCluster(t *testing.T, ctx context.Context) (*localcluster.Cluster, *mirrored) {
+	c := fourMasters(t)
+	if err := c.KeepBacklog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cc := c.Client()
+	t.Cleanup(func() { cc.Close() })
+	mirror := harness.ServerT(t, localcluster.Options{}).Client()
+	t.Cleanup(func() { mirror.Close() })
+	return c, &mirrored{cc: cc, mirror: mirror, keys: map[string]bool{}}
+}
+
+// writeMirrored runs op(i) on the cluster and the mirror, i from 0 to n,
+// about 4 a millisecond, from when start closes (at once if nil) for a
+// minute at most. The function it returns stops the writes 100 ms later
+// and returns how many were made, failing t on a failed one.
+func writeMirrored(ctx context.Context, m *mirrored, start <-chan struct{}, n int, op func(c redis.Cmdable, i int) error) func(t *testing.T) int64 {
+	opsCtx, stop := context.WithTimeout(ctx, time.Minute)
+	done := make(chan error, 1)
+	var ops atomic.Int64
+	go func() {
+		if start != nil {
+			select {
+			case <-start:
+			case <-opsCtx.Done():
+			}
+		}
+		var err error
+		for i := 0; i < n && opsCtx.Err() == nil && err == nil; i++ {
+			if i%4 == 0 {
+				time.Sleep(time.Millisecond) // a steady rate through the whole move
+			}
+			err = m.do(ctx, nil, func(c redis.Cmdable) error { return op(c, i) })
+			ops.Add(1)
+		}
+		done <- err
+	}()
+	return func(t *testing.T) int64 {
+		t.Helper()
+		time.Sleep(100 * time.Millisecond)
+		stop()
+		if err := <-done; err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			t.Fatalf("workload: %v", err)
+		}
+		return ops.Load()
+	}
 }
