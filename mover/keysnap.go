@@ -295,8 +295,7 @@ func (f *feeder) readChunk(ctx context.Context) error {
 			// A user granted what the scans need, before sorted sets
 			// were read in order: the refused transaction ran nothing.
 			f.log.Info("the source's user may not run ZRANGE: big sorted sets are read by ZSCAN", "key", b.key)
-			b.ordered = false
-			b.pace = chunk.NewPacer(f.opts.chunkLimit(), slotread.ScanCommand[b.typ])
+			b.readByScan(f.opts.chunkLimit())
 		}
 		ch, err = slotread.ReadChunk(ctx, f.source, b.key, b.typ, b.cursor, b.pace.Count(), string(r.marker), f.nonce(r), ks.fieldTTLs)
 		return err
@@ -451,8 +450,7 @@ func (f *feeder) restart(b *bigRead, cause string) error {
 	b.started = false
 	b.cursor = "0"
 	if b.ordered {
-		b.ordered, b.last = false, nil
-		b.pace = chunk.NewPacer(f.opts.chunkLimit(), slotread.ScanCommand[b.typ])
+		b.readByScan(f.opts.chunkLimit())
 	}
 	f.deferred[b.key] = awaitingRead
 	f.deferredCount.Store(int64(len(f.deferred)))
@@ -461,6 +459,12 @@ func (f *feeder) restart(b *bigRead, cause string) error {
 		f.keys.bigQueue = append(f.keys.bigQueue, b)
 	}
 	return f.send("restart of "+strconv.Quote(b.key), []byte("DEL"), []byte(b.key))
+}
+
+// readByScan makes b read by its type's scan from its start on.
+func (b *bigRead) readByScan(lim chunk.Limit) {
+	b.ordered, b.last = false, nil
+	b.pace = chunk.NewPacer(lim, slotread.ScanCommand[b.typ])
 }
 
 // relative says whether a write on a sorted set sets a member's score from
