@@ -33,10 +33,18 @@ func TestSwitchRefusesSlotsTheSourceNoLongerOwns(t *testing.T) {
 			t.Fatalf("%v: %v", args, err)
 		}
 	}
-	// The other move: slot 100 went from the source to the other master.
-	do(source, "CLUSTER", "DELSLOTS", 100)
-	do(source, "CLUSTER", "SETSLOT", 100, "NODE", c.IDs[1])
+	// The other move: slot 100 went from the source to the other master,
+	// which took it importing (bumping its epoch, so that every node
+	// takes its claim), and every node has learnt so. Set up in a less
+	// orderly way, the target saw the source drop a slot it still owned
+	// in the target's view, and once, under load, a Valkey 8 target
+	// importing it from the source ended owning it.
+	do(other, "CLUSTER", "SETSLOT", 100, "IMPORTING", c.IDs[0])
 	do(other, "CLUSTER", "SETSLOT", 100, "NODE", c.IDs[1])
+	do(source, "CLUSTER", "SETSLOT", 100, "NODE", c.IDs[1])
+	if err := c.WaitOwner(ctx, slots.NewSet(slots.Range{Start: 100, End: 100}), c.IDs[1], 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	// This move: slots 0-199 importing on the target.
 	for s := 0; s < 200; s++ {
 		do(target, "CLUSTER", "SETSLOT", s, "IMPORTING", c.IDs[0])
