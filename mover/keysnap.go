@@ -255,11 +255,7 @@ queue:
 			return fmt.Errorf("key %q of slot %d, a %s of %d elements, is %w: move these slots with the RDB snapshot", k.Name, slotOf[i], k.Type, k.Units, ErrBigKey)
 		}
 		b := &bigRead{key: k.Name, typ: k.Type, slot: slotOf[i], cursor: "0", queued: true, ordered: k.Type == "zset"}
-		read := slotread.ScanCommand[k.Type]
-		if b.ordered {
-			read = "ZRANGE"
-		}
-		b.pace = chunk.NewPacer(f.opts.chunkLimit(), read)
+		b.pace = b.newPacer(f.opts.chunkLimit())
 		ks.big[k.Name] = b
 		ks.bigQueue = append(ks.bigQueue, b)
 	}
@@ -464,14 +460,23 @@ func (f *feeder) restart(b *bigRead, cause string) error {
 // readByScan makes b read by its type's scan from its start on.
 func (b *bigRead) readByScan(lim chunk.Limit) {
 	b.ordered, b.last = false, nil
-	b.pace = chunk.NewPacer(lim, slotread.ScanCommand[b.typ])
+	b.pace = b.newPacer(lim)
 }
 
-// relative says whether a write on a sorted set sets a member's score from
-// the one it had, or only if it had one (ZINCRBY, ZADD with INCR or XX):
-// on a target that lacks the member yet, it does something else.
-func relative(args [][]byte) bool {
-	switch strings.ToUpper(string(args[0])) {
+// newPacer paces b's reads: by rank in order, else by its type's scan.
+func (b *bigRead) newPacer(lim chunk.Limit) *chunk.Pacer {
+	if b.ordered {
+		return chunk.NewPacer(lim, "ZRANGE")
+	}
+	return chunk.NewPacer(lim, slotread.ScanCommand[b.typ])
+}
+
+// relative says whether a write on a sorted set (name, upper case) sets a
+// member's score from the one it had, or only if it had one (ZINCRBY, ZADD
+// with INCR or XX): on a target that lacks the member yet, it does
+// something else.
+func relative(name string, args [][]byte) bool {
+	switch name {
 	case "ZINCRBY":
 		return true
 	case "ZADD":

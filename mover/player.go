@@ -105,7 +105,7 @@ func playsOf(u *stream.Command, v playerView) []play {
 		if v.deferred(key) {
 			return nil
 		}
-		if v.chunked(key) && (positional(name) || v.inOrder(key) && relative(u.Args)) {
+		if v.chunked(key) && (positional(name) || v.inOrder(key) && relative(name, u.Args)) {
 			// A part of a sorted set has not its elements' order; one read
 			// in order may lack a member that the write moves before the
 			// last one read, never to be read again.

@@ -487,8 +487,7 @@ func scriptTime(sec, usec any) (int64, error) {
 // provided its type is still a hash, then its PTTL and HPEXPIRETIME of the
 // fields found, which only a script can name in the same call; then it
 // writes the marker KEYS[1] with ARGV[1]. It answers the source's TIME and
-// {type, next cursor, elements, PTTL, field expiries}, as chunkTx does
-// without the expiries.
+// {type, next cursor, elements, PTTL, field expiries}.
 var chunkScript = redis.NewScript(`
 local now = redis.call('TIME')
 local t = redis.call('TYPE', KEYS[2]).ok
@@ -514,9 +513,9 @@ var ScanCommand = map[string]string{"hash": "HSCAN", "set": "SSCAN", "zset": "ZS
 // (a scan, or a range of a sorted set); PTTL; SET and DEL of the marker;
 // EXEC. A script would convert every element to a Lua string and back,
 // which costs the source's main thread about 40% more for the same read.
-// It answers as chunkScript does, with the read's reply in place of the
-// scan's cursor and elements.
-func chunkTx(ctx context.Context, c *redis.Client, key, typ string, read []any, marker, nonce string) (now int64, t string, reply any, pttl int64, err error) {
+// It answers the source's TIME (Unix ms), the key's type, the read's reply
+// (whatever it was if the key is now of another type) and its PTTL.
+func chunkTx(ctx context.Context, c *redis.Client, key string, read []any, marker, nonce string) (now int64, t string, reply any, pttl int64, err error) {
 	ran, err := transactions(ctx, c, [][][]any{{
 		{"TIME"}, {"TYPE", key}, read, {"PTTL", key},
 		{"SET", marker, nonce}, {"DEL", marker},
@@ -591,7 +590,7 @@ func ReadChunk(ctx context.Context, c *redis.Client, key, typ, cursor string, co
 		}
 		ttls, _ = f[4].([]any)
 	} else {
-		now, t, reply, pttl, err := chunkTx(ctx, c, key, typ, []any{ScanCommand[typ], key, cursor, "COUNT", count}, marker, nonce)
+		now, t, reply, pttl, err := chunkTx(ctx, c, key, []any{ScanCommand[typ], key, cursor, "COUNT", count}, marker, nonce)
 		if err != nil {
 			return fail(err)
 		}
@@ -637,7 +636,7 @@ func ReadRange(ctx context.Context, c *redis.Client, key string, rank int64, aft
 	if after != nil {
 		from--
 	}
-	now, t, reply, pttl, err := chunkTx(ctx, c, key, "zset", []any{"ZRANGE", key, from, rank + int64(count) - 1, "WITHSCORES"}, marker, nonce)
+	now, t, reply, pttl, err := chunkTx(ctx, c, key, []any{"ZRANGE", key, from, rank + int64(count) - 1, "WITHSCORES"}, marker, nonce)
 	if err != nil {
 		return fail(err)
 	}
