@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +25,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/cutover"
+	"github.com/slotmover/slotmover/daemon/config"
 	"github.com/slotmover/slotmover/internal/info"
 	"github.com/slotmover/slotmover/lab/localcluster"
 	"github.com/slotmover/slotmover/natsapi"
@@ -246,6 +248,11 @@ func TestServeImportWithRedisCli(t *testing.T) {
 	}
 	if code, stdout, stderr := runCLI(t, "cancel", "--all", "--admin", d.admin); code != 0 || !strings.Contains(stdout, "cancelled: 0") {
 		t.Fatalf("slotmover cancel --all: exit %d\n%s%s", code, stdout, stderr)
+	}
+	// The sidecar yields the CPU to the master: every thread, those the
+	// move started too, runs at tasks.nice's default.
+	if nices := threadNices(t, d.cmd.Process.Pid); slices.ContainsFunc(nices, func(n int) bool { return n != config.DefaultNice }) {
+		t.Fatalf("the sidecar's threads run at nice %v, want %d", nices, config.DefaultNice)
 	}
 	// SIGTERM: a clean exit.
 	d.cmd.Process.Signal(syscall.SIGTERM)
@@ -701,4 +708,34 @@ func TestServeRepairsWithoutNATS(t *testing.T) {
 	if log := d.log.String(); !strings.Contains(log, "NATS unreachable") || !strings.Contains(log, "NATS taken up") {
 		t.Fatalf("the log does not say that NATS was down, then taken up:\n%s", log)
 	}
+}
+
+// threadNices is the nice value of each thread of process pid.
+func threadNices(t *testing.T, pid int) []int {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nices []int
+	for _, task := range tasks {
+		stat, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+		if err != nil {
+			continue // the thread ended
+		}
+		// The fields after the command's name, which ends in ") ", begin
+		// with the state, field 3; the nice value is field 19.
+		_, after, _ := bytes.Cut(stat, []byte(") "))
+		fields := strings.Fields(string(after))
+		if len(fields) < 17 {
+			t.Fatalf("%s/%s/stat: %q", dir, task.Name(), stat)
+		}
+		n, err := strconv.Atoi(fields[16])
+		if err != nil {
+			t.Fatalf("%s/%s/stat: %q", dir, task.Name(), stat)
+		}
+		nices = append(nices, n)
+	}
+	return nices
 }

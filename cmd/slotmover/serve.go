@@ -34,6 +34,9 @@ func serveCmd(args []string) int {
 		return exitRefused
 	}
 	command.SetLogger(log)
+	if err := command.YieldCPU(c.Tasks.Nice); err != nil {
+		log.Warn("the sidecar keeps its CPU priority", "nice", c.Tasks.Nice, "err", err)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if err := daemon.Serve(ctx, c, log, daemon.Options{Version: command.Version(version)}); err != nil {

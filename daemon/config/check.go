@@ -47,6 +47,9 @@ func (c *Serve) check() error {
 	if c.Tasks.Max < 1 {
 		v.fail("tasks.max", "must be at least 1, not %d", c.Tasks.Max)
 	}
+	if c.Tasks.Nice < 0 || c.Tasks.Nice > 19 {
+		v.fail("tasks.nice", "must be from 0 to 19, not %d", c.Tasks.Nice)
+	}
 
 	mv := &c.Move
 	for _, p := range []string{"move.max_lag", "move.pause_budget", "move.fence_timeout", "move.max_attempts", "move.max_catch_up",

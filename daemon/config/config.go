@@ -117,6 +117,9 @@ type Metrics struct {
 // Tasks bounds the work the sidecar takes on.
 type Tasks struct {
 	Max int `yaml:"max"` // tasks running at once
+	// Nice is the nice value the sidecar raises itself to, so that when
+	// CPU runs short the master beside it runs first; 0 leaves it.
+	Nice int `yaml:"nice"`
 }
 
 // State is where the sidecar keeps its task records and its lock on the
@@ -164,6 +167,7 @@ const (
 	DefaultMetricsListen = "127.0.0.1:7101"
 	DefaultSubjectPrefix = "slotmover"
 	DefaultMaxTasks      = 2
+	DefaultNice          = 19
 	DefaultCleanupSleep  = time.Millisecond // as `slotmover move --cleanup-sleep`
 	DefaultLogLevel      = "info"
 	DefaultLogFormat     = "text"
@@ -177,7 +181,7 @@ func Defaults() *Serve {
 		NATS:    NATS{SubjectPrefix: DefaultSubjectPrefix},
 		Admin:   Admin{Listen: DefaultAdminListen},
 		Metrics: Metrics{Listen: DefaultMetricsListen},
-		Tasks:   Tasks{Max: DefaultMaxTasks},
+		Tasks:   Tasks{Max: DefaultMaxTasks, Nice: DefaultNice},
 		Move: Move{
 			MaxLag:         mover.DefaultMaxLag,
 			PauseBudget:    mover.DefaultPauseBudget,

@@ -86,6 +86,7 @@ metrics:
   listen: "[::1]:7201"
 tasks:
   max: 4
+  nice: 5
 move:
   max_lag: 1048576
   pause_budget: 3s
@@ -122,7 +123,7 @@ func TestFileOnly(t *testing.T) {
 			SubjectPrefix: "acme.slotmover", Alias: "shard-a"},
 		Admin:   Admin{Listen: "127.0.0.1:7200", Password: "adminpw"},
 		Metrics: Metrics{Listen: "[::1]:7201"},
-		Tasks:   Tasks{Max: 4},
+		Tasks:   Tasks{Max: 4, Nice: 5},
 		Move: Move{MaxLag: 1 << 20, PauseBudget: 3 * time.Second, FenceTimeout: 500 * time.Millisecond, MaxAttempts: 7,
 			MaxCatchUp: 20 * time.Minute, ReplicaWait: 2 * time.Minute, Window: 500, BigKeyElements: 10000, Chunk: 250, ChunkTime: 3 * time.Millisecond,
 			ReplyPerKey: true, CleanupBatch: 100, CleanupSleep: 0, MaxSpool: 8 << 20, AllowEviction: true, KeepSourceConfig: true,
@@ -146,7 +147,7 @@ func TestFileLinesAndEmptyFile(t *testing.T) {
 	if got := c.Origin("node.address"); got != file+":3" {
 		t.Errorf("origin of node.address: %q", got)
 	}
-	if got := c.Origin("move.window"); got != file+":30" {
+	if got := c.Origin("move.window"); got != file+":31" {
 		t.Errorf("origin of move.window: %q", got)
 	}
 	if c.File() != file {

@@ -86,6 +86,8 @@ func TestBadValues(t *testing.T) {
 		{"metrics bad", append([]string{"--metrics", "7101"}, node...), nil, `metrics.listen (from --metrics): want HOST:PORT, not "7101"`},
 		{"metrics on admin", append([]string{"--metrics", "127.0.0.1:7100"}, node...), nil, "metrics.listen (from --metrics): 127.0.0.1:7100 is admin.listen too"},
 		{"max tasks", append([]string{"--max-tasks", "0"}, node...), nil, "tasks.max (from --max-tasks): must be at least 1, not 0"},
+		{"nice", append([]string{"--nice", "20"}, node...), nil, "tasks.nice (from --nice): must be from 0 to 19, not 20"},
+		{"negative nice", append([]string{"--nice=-1"}, node...), nil, "tasks.nice (from --nice): must be from 0 to 19, not -1"},
 		{"zero duration", append([]string{"--pause-budget", "0s"}, node...), nil, "move.pause_budget (from --pause-budget): must be more than 0, not 0s"},
 		{"negative duration", append([]string{"--replica-wait", "-1s"}, node...), nil, "move.replica_wait (from --replica-wait): must be more than 0, not -1s"},
 		{"negative sleep", append([]string{"--cleanup-sleep", "-1ms"}, node...), nil, "move.cleanup_sleep (from --cleanup-sleep): must not be negative"},

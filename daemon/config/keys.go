@@ -71,6 +71,7 @@ var keys = []*key{
 	{path: "metrics.listen", flag: "metrics", usage: "HTTP port of /metrics, /healthz and /readyz, `HOST:PORT` (empty: off)"},
 
 	{path: "tasks.max", flag: "max-tasks", usage: "`tasks` running at once"},
+	{path: "tasks.nice", flag: "nice", usage: "raise the sidecar's nice `value` to this (0-19; 0 leaves it), so that when CPU runs short the master beside it runs first"},
 
 	{path: "state.dir", flag: "state-dir", file: true, usage: "`directory` of the task records and the node's lock, for repairs without NATS (default $STATE_DIRECTORY, else $XDG_STATE_HOME/slotmover, else ~/.local/state/slotmover)"},
 
