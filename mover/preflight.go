@@ -2,11 +2,14 @@ package mover
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/redis/go-redis/v9"
 
@@ -158,11 +161,22 @@ func preflight(ctx context.Context, o Options) (_ *participants, err error) {
 	return p, nil
 }
 
+// certHint explains a connection that TLS without a client certificate
+// lost at once: under TLS 1.3 a server that requires one may close the
+// connection before its alert ("certificate required") is read.
+func certHint(tc *tls.Config, err error) string {
+	if tc == nil || len(tc.Certificates) > 0 || tc.GetClientCertificate != nil ||
+		!errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, io.EOF) {
+		return ""
+	}
+	return " (the server may require a client certificate: --tls-cert and --tls-key)"
+}
+
 // reach loads a node's own view of the cluster; failure to do so is an InputError.
 func reach(ctx context.Context, c *redis.Client, role string) (*cluster.Topology, error) {
 	addr := c.Options().Addr
 	if err := c.Ping(ctx).Err(); err != nil {
-		return nil, refuse("cannot reach %s %s: %w", role, addr, err)
+		return nil, refuse("cannot reach %s %s: %w%s", role, addr, err, certHint(c.Options().TLSConfig, err))
 	}
 	// INFO says whether the node runs in cluster mode; the error of
 	// CLUSTER NODES would say it only in its wording.
