@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -26,6 +27,7 @@ import (
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/daemon/config"
+	"github.com/slotmover/slotmover/internal/command"
 	"github.com/slotmover/slotmover/internal/info"
 	"github.com/slotmover/slotmover/lab/localcluster"
 	"github.com/slotmover/slotmover/natsapi"
@@ -716,29 +718,9 @@ func TestServeRepairsWithoutNATS(t *testing.T) {
 // threadNices is the nice value of each thread of process pid.
 func threadNices(t *testing.T, pid int) []int {
 	t.Helper()
-	dir := fmt.Sprintf("/proc/%d/task", pid)
-	tasks, err := os.ReadDir(dir)
+	nices, err := command.ThreadNices(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var nices []int
-	for _, task := range tasks {
-		stat, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
-		if err != nil {
-			continue // the thread ended
-		}
-		// The fields after the command's name, which ends in ") ", begin
-		// with the state, field 3; the nice value is field 19.
-		_, after, _ := bytes.Cut(stat, []byte(") "))
-		fields := strings.Fields(string(after))
-		if len(fields) < 17 {
-			t.Fatalf("%s/%s/stat: %q", dir, task.Name(), stat)
-		}
-		n, err := strconv.Atoi(fields[16])
-		if err != nil {
-			t.Fatalf("%s/%s/stat: %q", dir, task.Name(), stat)
-		}
-		nices = append(nices, n)
-	}
-	return nices
+	return slices.Collect(maps.Values(nices))
 }

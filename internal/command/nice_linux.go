@@ -31,17 +31,12 @@ func YieldCPU(n int) error {
 const maxPasses = 8
 
 func nicePass(n int) (changed bool, err error) {
-	tasks, err := os.ReadDir("/proc/self/task")
+	nices, err := ThreadNices(os.Getpid())
 	if err != nil {
-		return false, fmt.Errorf("list this process's threads: %w", err)
+		return false, err
 	}
-	for _, t := range tasks {
-		tid, err := strconv.Atoi(t.Name())
-		if err != nil {
-			continue
-		}
-		prio, err := syscall.Getpriority(syscall.PRIO_PROCESS, tid)
-		if err != nil || 20-prio >= n { // the system call gives 20 - nice; an error: the thread ended
+	for tid, nice := range nices {
+		if nice >= n {
 			continue
 		}
 		if err := syscall.Setpriority(syscall.PRIO_PROCESS, tid, n); err != nil && !errors.Is(err, syscall.ESRCH) {
@@ -50,4 +45,27 @@ func nicePass(n int) (changed bool, err error) {
 		changed = true
 	}
 	return changed, nil
+}
+
+// ThreadNices is the nice value of each thread of process pid, by thread
+// id. A thread that ends while it is read is left out.
+func ThreadNices(pid int) (map[int]int, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("list process %d's threads: %w", pid, err)
+	}
+	nices := make(map[int]int, len(tasks))
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		prio, err := syscall.Getpriority(syscall.PRIO_PROCESS, tid)
+		if err != nil {
+			continue // the thread ended
+		}
+		nices[tid] = 20 - prio // the system call gives 20 - nice
+	}
+	return nices, nil
 }

@@ -56,18 +56,14 @@ func runNiceChild(spec string) int {
 		}
 		startThreads()
 	}
-	tasks, err := os.ReadDir("/proc/self/task")
+	byThread, err := ThreadNices(os.Getpid())
 	if err != nil {
 		fmt.Println(err)
 		return 1
 	}
 	var nices []string
-	for _, t := range tasks {
-		tid, _ := strconv.Atoi(t.Name())
-		prio, err := syscall.Getpriority(syscall.PRIO_PROCESS, tid)
-		if err == nil {
-			nices = append(nices, strconv.Itoa(20-prio))
-		}
+	for _, nice := range byThread {
+		nices = append(nices, strconv.Itoa(nice))
 	}
 	fmt.Println(strings.Join(nices, " "))
 	return 0

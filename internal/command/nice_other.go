@@ -15,3 +15,8 @@ func YieldCPU(n int) error {
 	}
 	return fmt.Errorf("nice value %d: %w", n, errors.ErrUnsupported)
 }
+
+// ThreadNices would list process pid's threads' nice values: on Linux only.
+func ThreadNices(pid int) (map[int]int, error) {
+	return nil, fmt.Errorf("threads of process %d: %w", pid, errors.ErrUnsupported)
+}
