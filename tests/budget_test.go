@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,7 +44,7 @@ func TestBudgetHoldsTheCopyWhileTheTargetIsSlow(t *testing.T) {
 			// round trips: the slowdown starts after both.
 			mv.Pause()
 			waitProgress(t, mv, "the copy to start, the idle round trips taken", func(p mover.Progress) bool {
-				return p.Phase == mover.PhaseSnapshot && !holds(p, "measuring")
+				return p.Phase == mover.PhaseSnapshot && !holds(p.Holding, "measuring")
 			})
 			stopHog := slowDown(t, c.Nodes[dst].Client(), 50*time.Millisecond, 10*time.Millisecond)
 			time.Sleep(300 * time.Millisecond) // for the probes to see it
@@ -70,12 +71,74 @@ func TestBudgetHoldsTheCopyWhileTheTargetIsSlow(t *testing.T) {
 				}
 				return
 			}
-			if copied > 2*mover.DefaultWindow || sum.ThrottledMS < 1000 || !holds(during, "over budget") {
+			if copied > 2*mover.DefaultWindow || sum.ThrottledMS < 1000 || !holds(during.Holding, "over budget") {
 				t.Fatalf("default budget: %d keys copied while the target was slow (want a window's at most), %d ms throttled (want most of 1.8 s), held for %q",
 					copied, sum.ThrottledMS, during.Holding)
 			}
 		})
 	}
+}
+
+// A prober that is slow to read its replies, as a niced sidecar is on a
+// host short of CPU once a move loads it, does not take its own wait for
+// the server's: the gate stays open. The same server made slow itself
+// still shuts it.
+func TestBudgetProbesTimeTheServerNotTheProber(t *testing.T) {
+	c := fourMasters(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	probed := c.Nodes[0].Client()
+	defer probed.Close()
+	late := &lateReader{}
+	probed.AddHook(late)
+	gate := throttle.NewGate()
+	prober := throttle.NewProber(gate, throttle.DefaultBudget(), []throttle.Server{{Name: "probed", Client: probed}}, testLogger(t))
+	done := make(chan error, 1)
+	go func() { done <- prober.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	// The idle round trips (16 probes), read at once; then a second of
+	// probes each read late.
+	for late.replies.Load() <= 16 || holds(gate.State().Holding, "measuring") {
+		time.Sleep(5 * time.Millisecond)
+	}
+	wait := 2 * throttle.DefaultMaxEvent
+	late.wait.Store(int64(wait))
+	n0 := late.replies.Load()
+	time.Sleep(time.Second)
+	// Read by their round trips, every probe would be over budget and the
+	// gate shut all along; a real stall of a server on a busy host may
+	// shut it for a moment.
+	if s, n := gate.State(), late.replies.Load()-n0; n < 10 || s.Throttled > 250*time.Millisecond {
+		t.Fatalf("%d replies read %s late: held %s over budget (%q), want next to none", n, wait, s.Throttled, s.Holding)
+	}
+	slowDown(t, c.Nodes[0].Client(), 50*time.Millisecond, 10*time.Millisecond)
+	for deadline := time.Now().Add(5 * time.Second); !holds(gate.State().Holding, "over budget"); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a server sleeping 50 ms of every 60: the gate holds %q, want over budget", gate.State().Holding)
+		}
+	}
+}
+
+// lateReader waits before the caller gets each reply, once told how long.
+type lateReader struct {
+	wait    atomic.Int64 // nanoseconds
+	replies atomic.Int64
+}
+
+func (h *lateReader) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *lateReader) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.replies.Add(1)
+		time.Sleep(time.Duration(h.wait.Load()))
+		return err
+	}
+}
+
+func (h *lateReader) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
 
 // A paused move stands still: nothing reaches the target, while a client
@@ -104,7 +167,7 @@ func TestPausedMoveAndHeldCutover(t *testing.T) {
 	time.Sleep(time.Second)
 	size1, _ := target.DBSize(ctx).Result()
 	p1 := mv.Progress()
-	if size1 != size0 || p1.KeysCopied != p0.KeysCopied || p1.DeltaCommands != p0.DeltaCommands || !holds(p1, "paused") {
+	if size1 != size0 || p1.KeysCopied != p0.KeysCopied || p1.DeltaCommands != p0.DeltaCommands || !holds(p1.Holding, "paused") {
 		t.Fatalf("paused for 1 s: the target went from %d to %d keys, the move copied %d then %d keys and %d then %d commands, holding %q",
 			size0, size1, p0.KeysCopied, p1.KeysCopied, p0.DeltaCommands, p1.DeltaCommands, p1.Holding)
 	}
@@ -166,8 +229,10 @@ func waitProgress(t *testing.T, mv *mover.Move, what string, ok func(mover.Progr
 	}
 }
 
-func holds(p mover.Progress, hold string) bool {
-	return slices.ContainsFunc(p.Holding, func(h string) bool { return strings.HasPrefix(h, hold) })
+// holds says whether a hold of that name is among those a move or a gate
+// reports.
+func holds(holding []string, hold string) bool {
+	return slices.ContainsFunc(holding, func(h string) bool { return strings.HasPrefix(h, hold) })
 }
 
 // slowDown holds c's main thread for sleep out of every sleep+gap until

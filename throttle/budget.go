@@ -1,6 +1,6 @@
 // Package throttle keeps a move inside its impact budget: a prober times
-// PINGs to the servers the move touches, a policy (no I/O) decides from
-// those round trips whether the move may go on, and a gate holds the
+// probes of the servers the move touches, a policy (no I/O) decides from
+// those times whether the move may go on, and a gate holds the
 // move's work (reads on the source, writes to the target) while it may
 // not, or while an operator paused it. It is gh-ost's throttler for a
 // Redis move: the signal is what a client of the same servers would see.
@@ -15,15 +15,15 @@ import (
 )
 
 // Budget is what a move may cost the servers it touches, as a client of
-// theirs sees it in a PING's round trip.
+// theirs sees it in how long a probe takes.
 type Budget struct {
 	// Off lets the move run as fast as it can.
 	Off bool
-	// MaxEvent is the longest round trip a probe may see: one that takes
+	// MaxEvent is the longest a probe may take: one that takes
 	// longer (a long main-thread event, a server starved of CPU) holds the
 	// move for a while.
 	MaxEvent time.Duration
-	// MaxRise bounds the round trips during the move as a multiple of
+	// MaxRise bounds the probes' times during the move as a multiple of
 	// those before it (their p99), with minRise of slack.
 	MaxRise float64
 }

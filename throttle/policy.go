@@ -6,12 +6,12 @@ import (
 	"time"
 )
 
-// Policy decides, from probes' round trips to each server a move touches,
+// Policy decides, from how long probes of each server a move touches take,
 // whether the move may go on. It does no I/O and keeps no clock: the
 // prober feeds it and asks it.
 //
-// A server is within budget while the p75 of its last recentProbes round
-// trips stays under its limit, max(MaxRise × its idle p99, idle p99 +
+// A server is within budget while the p75 of its last recentProbes probes
+// stays under its limit, max(MaxRise × its idle p99, idle p99 +
 // minRise), and no probe took longer than MaxEvent in the last while: one
 // that did holds the move for as long again (between coolDown and
 // maxCoolDown), since a long event is seldom alone.
@@ -72,7 +72,7 @@ func (p *Policy) node(name string) *node {
 	return n
 }
 
-// Baseline takes a server's round trips before the move.
+// Baseline takes a server's probe times before the move.
 func (p *Policy) Baseline(name string, rtts []time.Duration) {
 	n := p.node(name)
 	n.idle = percentile(rtts, 0.99)
@@ -84,7 +84,7 @@ func (p *Policy) limitOf(idle time.Duration) time.Duration {
 	return max(time.Duration(float64(idle)*b.MaxRise), idle+minRise)
 }
 
-// Observe takes one probe's round trip to a server at now.
+// Observe takes how long one probe of a server took, at now.
 func (p *Policy) Observe(name string, rtt time.Duration, now time.Time) {
 	n := p.node(name)
 	n.recent[n.next] = rtt

@@ -16,11 +16,13 @@ type Server struct {
 	Client *redis.Client
 }
 
-// Prober times a PING to each server every interval, feeds the policy and
-// holds the gate while it says so.
+// Prober times a TIME to each server every interval, feeds the policy and
+// holds the gate while it says so. TIME rather than PING: the server's
+// clock leaves out the prober's own wait for the CPU (see serverClock).
 type Prober struct {
 	gate    *Gate
 	servers []Server
+	clocks  map[string]*serverClock // by server, touched by Run's goroutine only
 	log     *slog.Logger
 
 	mu     sync.Mutex
@@ -38,7 +40,11 @@ const (
 
 // NewProber returns a prober of servers that holds gate.
 func NewProber(gate *Gate, b Budget, servers []Server, log *slog.Logger) *Prober {
-	return &Prober{gate: gate, servers: servers, log: log, policy: NewPolicy(b)}
+	clocks := make(map[string]*serverClock, len(servers))
+	for _, s := range servers {
+		clocks[s.Name] = &serverClock{}
+	}
+	return &Prober{gate: gate, servers: servers, clocks: clocks, log: log, policy: NewPolicy(b)}
 }
 
 // Budget is the budget in force.
@@ -80,9 +86,9 @@ func (p *Prober) Run(ctx context.Context) error {
 		case <-tick.C:
 		}
 		for _, s := range p.servers {
-			rtt := p.ping(ctx, s)
+			took := p.probe(ctx, s)
 			p.mu.Lock()
-			p.policy.Observe(s.Name, rtt, time.Now())
+			p.policy.Observe(s.Name, took, time.Now())
 			p.mu.Unlock()
 		}
 		p.mu.Lock()
@@ -105,7 +111,7 @@ func (p *Prober) baseline(ctx context.Context) error {
 	idle := make(map[string][]time.Duration, len(p.servers))
 	for range idleProbes {
 		for _, s := range p.servers {
-			idle[s.Name] = append(idle[s.Name], p.ping(ctx, s))
+			idle[s.Name] = append(idle[s.Name], p.probe(ctx, s))
 		}
 		select {
 		case <-ctx.Done():
@@ -124,10 +130,16 @@ func (p *Prober) baseline(ctx context.Context) error {
 // probeTimeout bounds a probe: a server this slow is over any budget.
 const probeTimeout = time.Second
 
-func (p *Prober) ping(ctx context.Context, s Server) time.Duration {
+// probe is how long s took to answer a TIME; a failure is as slow as it
+// took.
+func (p *Prober) probe(ctx context.Context, s Server) time.Duration {
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	start := time.Now()
-	_ = s.Client.Ping(pctx).Err() // a failure is as slow as it took
-	return time.Since(start)
+	sent := time.Now()
+	served, err := s.Client.Time(pctx).Result()
+	received := time.Now()
+	if err != nil {
+		return received.Sub(sent)
+	}
+	return p.clocks[s.Name].latency(sent, served, received)
 }

@@ -57,7 +57,7 @@ func (f *moveFlags) register(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.MaxSpool, "max-spool", mover.DefaultMaxSpool, "roll back when the source's data not yet applied on the target passes this many `bytes`, in memory and spool files (negative: no bound)")
 	fs.BoolVar(&o.AllowEviction, "allow-eviction", false, "move even when the slots' keys look too big for the target's maxmemory (a move still rolls back if the target evicts a key)")
 	fs.StringVar(&o.Snapshot, "snapshot", mover.SnapshotAuto, "how the keys are first copied: `auto`, rdb (a full sync: the source forks) or keys (no fork: only the chosen slots' keys are read; a source without a replication backlog starts one, without a fork)")
-	fs.Func("budget", "what the move may cost the source and the target, as a PING sees it: `default` (no round trip over 20ms, p75 within 2x its idle p99 + 1ms), off, or max-event=DURATION,max-rise=RATIO; the copy and cleanup hold while over it", func(v string) (err error) {
+	fs.Func("budget", "what the move may cost the source and the target, as a probe sees it: `default` (no probe over 20ms, p75 within 2x its idle p99 + 1ms), off, or max-event=DURATION,max-rise=RATIO; the copy and cleanup hold while over it", func(v string) (err error) {
 		o.Budget, err = throttle.ParseBudget(v)
 		return err
 	})

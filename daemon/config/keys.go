@@ -92,7 +92,7 @@ var keys = []*key{
 	{path: "move.max_spool", flag: "max-spool", usage: "roll back when the source's data not yet applied on the target passes this many `bytes`, in memory and spool files (negative: no bound)"},
 	{path: "move.allow_eviction", flag: "allow-eviction", usage: "move even when the slots' keys look too big for the target's maxmemory (a move still rolls back if the target evicts a key)"},
 	{path: "move.snapshot", flag: "snapshot", usage: "how the keys are first copied: `auto`, rdb (a full sync: the source forks) or keys (no fork: only the chosen slots' keys are read; a source without a replication backlog starts one, without a fork)"},
-	{path: "move.budget", flag: "budget", usage: "what a move may cost the source and the target, as a PING sees it: `default` (no round trip over 20ms, p75 within 2x its idle p99 + 1ms), off, or max-event=DURATION,max-rise=RATIO; the copy and cleanup hold while over it"},
+	{path: "move.budget", flag: "budget", usage: "what a move may cost the source and the target, as a probe sees it: `default` (no probe over 20ms, p75 within 2x its idle p99 + 1ms), off, or max-event=DURATION,max-rise=RATIO; the copy and cleanup hold while over it"},
 	{path: "move.keep_source_config", flag: "keep-source-config", usage: "do not turn off the source's repl-diskless-sync-delay and rdbcompression for the sync"},
 
 	{path: "log.level", flag: "log-level", usage: "`level` of the log: debug, info, warn or error"},
