@@ -31,15 +31,12 @@ const maxDrift = 100e-6
 func (c *serverClock) latency(sent, served, received time.Time) time.Duration {
 	rtt := received.Sub(sent)
 	ahead := served.Sub(sent) // the server's clock against our wall clock
-	if c.rtt == 0 || rtt <= c.bound(sent) {
+	// Read the clock again on a quicker probe, or on one that would have
+	// arrived before it was sent: a clock stepped back.
+	if c.rtt == 0 || rtt <= c.bound(sent) || ahead < c.offset {
 		c.offset, c.rtt, c.at = ahead-rtt/2, max(rtt, time.Microsecond), sent
 	}
-	forward := ahead - c.offset
-	if forward < 0 { // a clock was stepped back: read it again
-		c.offset, c.rtt, c.at = ahead-rtt/2, max(rtt, time.Microsecond), sent
-		forward = rtt / 2
-	}
-	return min(forward+c.rtt/2, rtt)
+	return min(ahead-c.offset+c.rtt/2, rtt)
 }
 
 // bound is twice how far off the offset may be at now.

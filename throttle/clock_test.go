@@ -13,6 +13,7 @@ func TestServerClockLatency(t *testing.T) {
 	type probe struct{ offset, there, back time.Duration }
 	quick := probe{0, 50 * us, 50 * us}
 	lateReader := probe{0, 50 * us, 30 * time.Millisecond}
+	quickBack := probe{-time.Second, 50 * us, 50 * us}
 	for _, tc := range []struct {
 		name   string
 		probes []probe
@@ -29,8 +30,10 @@ func TestServerClockLatency(t *testing.T) {
 			[]time.Duration{100 * us, 100 * us}},
 		{"a quicker probe reads the clock again", []probe{{0, 2 * time.Millisecond, 2 * time.Millisecond}, {time.Millisecond, 50 * us, 50 * us}, {time.Millisecond, 50 * us, 30 * time.Millisecond}},
 			[]time.Duration{4 * time.Millisecond, 100 * us, 100 * us}},
-		{"the server's clock stepped back", []probe{quick, {-time.Second, 50 * us, 50 * us}, {-time.Second, 50 * us, 30 * time.Millisecond}},
-			[]time.Duration{100 * us, 100 * us, 100 * us}},
+		// Back, a probe would arrive before it was sent: the clock is read
+		// again, even by a slow one.
+		{"the server's clock stepped back", []probe{quick, {-time.Second, 5 * time.Millisecond, 50 * us}, quickBack, {-time.Second, 50 * us, 30 * time.Millisecond}},
+			[]time.Duration{100 * us, 5*time.Millisecond + 50*us, 100 * us, 100 * us}},
 		// Ahead, the clock only makes the server look slower, up to the
 		// round trip, until a quick probe reads it again.
 		{"the server's clock stepped ahead", []probe{quick, {time.Second, 50 * us, 30 * time.Millisecond}, {time.Second, 50 * us, 50 * us}, {time.Second, 50 * us, 30 * time.Millisecond}},
