@@ -495,7 +495,7 @@ func TestServeControlsAMove(t *testing.T) {
 	status, _ := d.cli(t, "CLUSTER", "MIGRATION", "STATUS", "ID", id)
 	// The budget may hold it too (a slow probe on a busy machine): paused
 	// is one of the holds, not necessarily the first.
-	paused := slices.ContainsFunc(strings.Split(field(status, "holding"), "; "), func(h string) bool { return strings.HasPrefix(h, "paused: ") })
+	paused := holds(strings.Split(field(status, "holding"), "; "), "paused: ")
 	if size1 := target.DBSize(ctx).Val(); size1 != size0 || !paused || field(status, "cutover_held") != "1" {
 		t.Fatalf("paused: the target went from %d to %d keys in 1 s; status:\n%s", size0, size1, status)
 	}
