@@ -77,6 +77,11 @@ func TestBenchFleet(t *testing.T) {
 		if r.Forks == nil || r.StallMS == nil || len(r.Sources) != 5 {
 			t.Errorf("%s: forks %v, stall %v, %d masters probed", row.Method, r.Forks, r.StallMS, len(r.Sources))
 		}
+		// The servers work in every method; redis-cli or the sidecars too,
+		// outside the servers and the bench.
+		if c := r.CPU; c == nil || c.Servers <= 0 || c.Bench <= 0 || (row.Method != bench.MethodASM && c.Mover <= 0) {
+			t.Errorf("%s: CPU %+v", row.Method, c)
+		}
 		if !slices.Contains([]string{bench.MethodSlotmover, bench.MethodSlotmoverOff}, row.Method) {
 			continue
 		}
@@ -99,7 +104,7 @@ func TestBenchFleet(t *testing.T) {
 			}
 		}
 	}
-	for _, s := range []string{"client idle", "client during", "longest event", "rebalance", "slotmover-off", "max-event=20ms"} {
+	for _, s := range []string{"client idle", "client during", "CPU servers/mover/bench", "longest event", "rebalance", "slotmover-off", "max-event=20ms"} {
 		if !strings.Contains(b.String(), s) {
 			t.Errorf("table lacks %q", s)
 		}

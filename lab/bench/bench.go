@@ -41,6 +41,8 @@ type RunResult struct {
 
 	// Client is what the writer saw (the fleet workload).
 	Client *ClientLatency `json:"client,omitempty"`
+	// CPU is what the host spent during the move (the fleet workload).
+	CPU *CPUUse `json:"cpu,omitempty"`
 	// Moves are the fleet's slotmover moves, as apply reports them.
 	Moves []rollout.Outcome `json:"moves,omitempty"`
 

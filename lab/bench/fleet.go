@@ -37,6 +37,15 @@ type fleet struct {
 	big      []string
 }
 
+// pids are the fleet's servers: masters and replicas.
+func (f *fleet) pids() []int {
+	var out []int
+	for _, s := range append(slices.Clone(f.c.Nodes), f.replicas...) {
+		out = append(out, s.PID)
+	}
+	return out
+}
+
 func (f *fleet) stop() {
 	for _, r := range f.replicas {
 		r.Stop()
@@ -204,6 +213,7 @@ func runFleet(ctx context.Context, cfg *Config, asmBin, dir string, r *RunResult
 		return
 	}
 	mctx, cancel := context.WithTimeout(ctx, cfg.MoveTimeout)
+	cpuFrom, cpuErr := markCPU(f.pids())
 	ld.markDuring()
 	start := time.Now()
 	switch method {
@@ -224,6 +234,16 @@ func runFleet(ctx context.Context, cfg *Config, asmBin, dir string, r *RunResult
 		}
 	}
 	r.WallMS = ms(time.Since(start))
+	if cpuErr == nil {
+		var cpuTo cpuMark
+		if cpuTo, cpuErr = markCPU(f.pids()); cpuErr == nil {
+			use := cpuFrom.since(cpuTo)
+			r.CPU = &use
+		}
+	}
+	if cpuErr != nil {
+		r.Notes = append(r.Notes, "no CPU accounting: "+cpuErr.Error())
+	}
 	cancel()
 	ld.finish()
 	cl := ld.latency()

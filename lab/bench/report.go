@@ -361,10 +361,11 @@ func (r *Report) writeFleet(b *strings.Builder) error {
 	f := r.Fleet
 	fmt.Fprintf(b, "\nfleet: %d masters holding every slot and %d empty ones, each with a replica; %d keys spread over them and a sorted set of %d members at each end of every range; "+
 		"slotmover runs plan --add + apply --nats --parallel %d through a sidecar beside every master; a client sends %d INCR/s over all slots from %s before the rebalance to its end\n"+
-		"client: the writer's own round trips, p50/p99/max in ms; event: the longest event of any master's main thread (its latency monitor); redirects: those the writer followed (M/A/T)\n\n",
+		"client: the writer's own round trips, p50/p99/max in ms; event: the longest event of any master's main thread (its latency monitor); redirects: those the writer followed (M/A/T); "+
+		"CPU: seconds the host spent during the rebalance, by the servers (their forks included), the mover (sidecars, redis-cli: all but the servers and the bench) and the bench (the writer, NATS)\n\n",
 		f.Masters, f.New, r.Keys, r.BigElements, f.Parallel, f.Writer, fleetIdle)
 	tw := tabwriter.NewWriter(b, 2, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "method\tbudget\twall\tvs slotmover\tclient idle\tclient during\tops/s during\tlongest event\tforks\tredirects\tthrottled\tlost writes\tcheck\t")
+	fmt.Fprintln(tw, "method\tbudget\twall\tvs slotmover\tclient idle\tclient during\tops/s during\tCPU servers/mover/bench\tlongest event\tforks\tredirects\tthrottled\tlost writes\tcheck\t")
 	var perMaster []string
 	for _, row := range r.Rows {
 		if row.Workload != WorkloadFleet {
@@ -405,6 +406,10 @@ func (r *Report) writeFleet(b *strings.Builder) error {
 			}
 			throttled = fmt.Sprintf("%.1f s", float64(t)/1000)
 		}
+		cpu := "-"
+		if mid != nil && mid.CPU != nil {
+			cpu = fmt.Sprintf("%.1f/%.1f/%.1f s", mid.CPU.Servers, mid.CPU.Mover, mid.CPU.Bench)
+		}
 		if mid != nil && len(mid.Sources) > 0 {
 			var ev []string
 			for _, sp := range mid.Sources {
@@ -413,8 +418,8 @@ func (r *Report) writeFleet(b *strings.Builder) error {
 			perMaster = append(perMaster, fmt.Sprintf("  %s: %s", row.Method, strings.Join(ev, " ")))
 		}
 		c := row.ClientRedirects
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d/%d\t%s\t%d\t%s\t\n",
-			row.Method, budget, wall, ratio, idle, during, ops, stallCell(row.StallMS, row.StallEvent, 0), forks,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d/%d\t%s\t%d\t%s\t\n",
+			row.Method, budget, wall, ratio, idle, during, ops, cpu, stallCell(row.StallMS, row.StallEvent, 0), forks,
 			c.Moved, c.Ask, c.TryAgain, throttled, row.LostWrites, row.check())
 	}
 	if err := tw.Flush(); err != nil {
