@@ -120,6 +120,50 @@ func TestBudgetProbesTimeTheServerNotTheProber(t *testing.T) {
 	}
 }
 
+// With the budget off a move probes nothing beyond its idle round trips
+// (by the server's own count of TIME calls); turned on, it probes, and a
+// slow server shuts the gate.
+func TestBudgetOffProbesNothing(t *testing.T) {
+	c := fourMasters(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	probed := c.Nodes[0].Client()
+	defer probed.Close()
+	gate := throttle.NewGate()
+	prober := throttle.NewProber(gate, throttle.Budget{Off: true}, []throttle.Server{{Name: "probed", Client: probed}}, testLogger(t))
+	done := make(chan error, 1)
+	go func() { done <- prober.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	timeCalls := func() int64 {
+		n, err := localcluster.CommandStat(ctx, probed, "time", "calls")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	const idleProbes = 16
+	for deadline := time.Now().Add(10 * time.Second); timeCalls() < idleProbes; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d TIME calls on the server, want the %d idle probes", timeCalls(), idleProbes)
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	if n := timeCalls(); n != idleProbes {
+		t.Fatalf("budget off: %d TIME calls on the server, want the %d idle probes only", n, idleProbes)
+	}
+	prober.SetBudget(throttle.DefaultBudget())
+	time.Sleep(500 * time.Millisecond)
+	if n := timeCalls() - idleProbes; n < 5 {
+		t.Fatalf("budget on: %d probes in 500 ms, want one every 10 ms", n)
+	}
+	slowDown(t, c.Nodes[0].Client(), 50*time.Millisecond, 10*time.Millisecond)
+	for deadline := time.Now().Add(5 * time.Second); !holds(gate.State().Holding, "over budget"); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a server sleeping 50 ms of every 60: the gate holds %q, want over budget", gate.State().Holding)
+		}
+	}
+}
+
 // lateReader waits before the caller gets each reply, once told how long.
 type lateReader struct {
 	wait    atomic.Int64 // nanoseconds

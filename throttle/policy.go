@@ -54,11 +54,17 @@ func (b Budget) normal() Budget {
 // Budget is the budget in force.
 func (p *Policy) Budget() Budget { return p.budget }
 
-// SetBudget changes the budget of a running move.
+// SetBudget changes the budget of a running move. A budget turned on
+// judges by probes from then on: nobody probes while it is off, and those
+// from before are stale.
 func (p *Policy) SetBudget(b Budget) {
+	wasOff := p.budget.Off
 	p.budget = b.normal()
 	for _, n := range p.nodes {
 		n.limit = p.limitOf(n.idle)
+		if wasOff && !b.Off {
+			n.n, n.next, n.hotUntil = 0, 0, time.Time{}
+		}
 	}
 }
 

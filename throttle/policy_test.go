@@ -29,7 +29,8 @@ func TestPolicy(t *testing.T) {
 		budget Budget
 		probes []probe
 		at     time.Duration
-		hold   string // "" for go on, else a part of the reason
+		hold   string  // "" for go on, else a part of the reason
+		then   *Budget // set after the probes
 	}{
 		{name: "idle-like probes go on", probes: []probe{{"s", 300 * time.Microsecond, 0}, {"s", 400 * time.Microsecond, 10 * ms}, {"s", 200 * time.Microsecond, 20 * ms}, {"s", 250 * time.Microsecond, 30 * ms}}, at: 30 * ms},
 		{name: "a rise under the slack goes on", probes: []probe{{"s", ms, 0}, {"s", ms, 10 * ms}, {"s", ms, 20 * ms}, {"s", ms, 30 * ms}}, at: 30 * ms},
@@ -46,6 +47,10 @@ func TestPolicy(t *testing.T) {
 		{name: "a higher max event lets it go", budget: Budget{MaxEvent: 50 * ms}, probes: []probe{{"s", 30 * ms, 0}}, at: 10 * ms},
 		{name: "a higher rise lets it go", budget: Budget{MaxRise: 25}, probes: []probe{{"s", 2 * ms, 0}, {"s", 2 * ms, 10 * ms}, {"s", 2 * ms, 20 * ms}, {"s", 2 * ms, 30 * ms}}, at: 30 * ms},
 		{name: "off never holds", budget: Budget{Off: true}, probes: []probe{{"s", time.Second, 0}, {"s", time.Second, 10 * ms}, {"s", time.Second, 20 * ms}, {"s", time.Second, 30 * ms}}, at: 30 * ms},
+		{name: "probes from before a budget turned on are stale", budget: Budget{Off: true}, then: &Budget{}, probes: []probe{
+			{"s", 2 * ms, 0}, {"s", 2 * ms, 10 * ms}, {"s", 30 * ms, 20 * ms}, {"s", 2 * ms, 30 * ms}}, at: 30 * ms},
+		{name: "a budget changed while on keeps its probes", then: &Budget{MaxRise: 3}, probes: []probe{
+			{"s", 2 * ms, 0}, {"s", 2 * ms, 10 * ms}, {"s", 2 * ms, 20 * ms}, {"s", 2 * ms, 30 * ms}}, at: 30 * ms, hold: "probes of s take 2ms (p75), over 1.2ms"},
 		{name: "old slow probes leave the window", probes: []probe{
 			{"s", 5 * ms, 0}, {"s", 5 * ms, 10 * ms}, {"s", 5 * ms, 20 * ms}, {"s", 5 * ms, 30 * ms},
 			{"s", 100 * time.Microsecond, 40 * ms}, {"s", 100 * time.Microsecond, 50 * ms}, {"s", 100 * time.Microsecond, 60 * ms},
@@ -57,6 +62,9 @@ func TestPolicy(t *testing.T) {
 			p.Baseline("t", idle(200*time.Microsecond))
 			for _, pr := range tc.probes {
 				p.Observe(pr.node, pr.rtt, t0.Add(pr.at))
+			}
+			if tc.then != nil {
+				p.SetBudget(*tc.then)
 			}
 			hold, why := p.Verdict(t0.Add(tc.at))
 			if hold != (tc.hold != "") || !strings.Contains(why, tc.hold) {

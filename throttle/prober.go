@@ -63,7 +63,8 @@ func (p *Prober) SetBudget(b Budget) {
 }
 
 // Run takes the servers' idle round trips, holding the gate meanwhile
-// unless the budget is off, then probes until ctx ends. It returns ctx's
+// unless the budget is off (they are the baseline should it be turned
+// on), then probes while the budget is on, until ctx ends. It returns ctx's
 // error; a failed probe counts as one as slow as its wait, never as an
 // error: the move's own calls find a server that is gone.
 func (p *Prober) Run(ctx context.Context) error {
@@ -84,6 +85,12 @@ func (p *Prober) Run(ctx context.Context) error {
 			p.gate.Set(OverBudget, false, "")
 			return ctx.Err()
 		case <-tick.C:
+		}
+		if p.Budget().Off {
+			// Nothing to judge: no probe costs the servers anything.
+			p.gate.Set(OverBudget, false, "")
+			heldSince = time.Time{}
+			continue
 		}
 		for _, s := range p.servers {
 			took := p.probe(ctx, s)
