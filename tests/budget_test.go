@@ -84,18 +84,8 @@ func TestBudgetHoldsTheCopyWhileTheTargetIsSlow(t *testing.T) {
 // the server's: the gate stays open. The same server made slow itself
 // still shuts it.
 func TestBudgetProbesTimeTheServerNotTheProber(t *testing.T) {
-	c := fourMasters(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	probed := c.Nodes[0].Client()
-	defer probed.Close()
 	late := &lateReader{}
-	probed.AddHook(late)
-	gate := throttle.NewGate()
-	prober := throttle.NewProber(gate, throttle.DefaultBudget(), []throttle.Server{{Name: "probed", Client: probed}}, testLogger(t))
-	done := make(chan error, 1)
-	go func() { done <- prober.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	c, _, gate, _ := startProber(t, throttle.DefaultBudget(), late)
 
 	// The idle round trips (16 probes), read at once; then a second of
 	// probes each read late.
@@ -112,30 +102,16 @@ func TestBudgetProbesTimeTheServerNotTheProber(t *testing.T) {
 	if s, n := gate.State(), late.replies.Load()-n0; n < 10 || s.Throttled > 250*time.Millisecond {
 		t.Fatalf("%d replies read %s late: held %s over budget (%q), want next to none", n, wait, s.Throttled, s.Holding)
 	}
-	slowDown(t, c.Nodes[0].Client(), 50*time.Millisecond, 10*time.Millisecond)
-	for deadline := time.Now().Add(5 * time.Second); !holds(gate.State().Holding, "over budget"); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("a server sleeping 50 ms of every 60: the gate holds %q, want over budget", gate.State().Holding)
-		}
-	}
+	shutsOnASlowServer(t, c, gate)
 }
 
 // With the budget off a move probes nothing beyond its idle round trips
 // (by the server's own count of TIME calls); turned on, it probes, and a
 // slow server shuts the gate.
 func TestBudgetOffProbesNothing(t *testing.T) {
-	c := fourMasters(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	probed := c.Nodes[0].Client()
-	defer probed.Close()
-	gate := throttle.NewGate()
-	prober := throttle.NewProber(gate, throttle.Budget{Off: true}, []throttle.Server{{Name: "probed", Client: probed}}, testLogger(t))
-	done := make(chan error, 1)
-	go func() { done <- prober.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	c, probed, gate, prober := startProber(t, throttle.Budget{Off: true})
 	timeCalls := func() int64 {
-		n, err := localcluster.CommandStat(ctx, probed, "time", "calls")
+		n, err := localcluster.CommandStat(context.Background(), probed, "time", "calls")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,6 +132,34 @@ func TestBudgetOffProbesNothing(t *testing.T) {
 	if n := timeCalls() - idleProbes; n < 5 {
 		t.Fatalf("budget on: %d probes in 500 ms, want one every 10 ms", n)
 	}
+	shutsOnASlowServer(t, c, gate)
+}
+
+// startProber probes the first master of a new cluster, on a client with
+// hooks, under budget b until the test ends.
+func startProber(t *testing.T, b throttle.Budget, hooks ...redis.Hook) (*localcluster.Cluster, *redis.Client, *throttle.Gate, *throttle.Prober) {
+	c := fourMasters(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	probed := c.Nodes[0].Client()
+	for _, h := range hooks {
+		probed.AddHook(h)
+	}
+	gate := throttle.NewGate()
+	prober := throttle.NewProber(gate, b, []throttle.Server{{Name: "probed", Client: probed}}, testLogger(t))
+	done := make(chan error, 1)
+	go func() { done <- prober.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		probed.Close()
+	})
+	return c, probed, gate, prober
+}
+
+// shutsOnASlowServer makes the probed server sleep 50 ms of every 60 and
+// waits for the gate to hold over budget.
+func shutsOnASlowServer(t *testing.T, c *localcluster.Cluster, gate *throttle.Gate) {
+	t.Helper()
 	slowDown(t, c.Nodes[0].Client(), 50*time.Millisecond, 10*time.Millisecond)
 	for deadline := time.Now().Add(5 * time.Second); !holds(gate.State().Holding, "over budget"); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
