@@ -214,7 +214,7 @@ func Serve(ctx context.Context, c *config.Serve, log *slog.Logger, o Options) er
 			}
 			return errors.Join(errs...)
 		}
-		metricsSrv = &http.Server{Handler: mets.Handler(ready), ReadHeaderTimeout: 10 * time.Second}
+		metricsSrv = &http.Server{Handler: mets.Handler(ready, c.Metrics.Pprof), ReadHeaderTimeout: 10 * time.Second}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -233,13 +233,13 @@ func Serve(ctx context.Context, c *config.Serve, log *slog.Logger, o Options) er
 			log.Error("admin port", "error", err)
 		}
 	}()
+	metricsAddr := "" // the port taken, also when asked for :0
+	if metricsLn != nil {
+		metricsAddr = metricsLn.Addr().String()
+	}
 	log.Info("serving", "node", node.Addr, "node_id", top.Myself.ID, "admin", adminLn.Addr().String(), "admin_tls", adminTLS != nil,
-		"metrics", c.Metrics.Listen, "nats", natsapi.ServerList(c.NATS.Servers), "max_tasks", c.Tasks.Max)
+		"metrics", metricsAddr, "pprof", metricsLn != nil && c.Metrics.Pprof, "nats", natsapi.ServerList(c.NATS.Servers), "max_tasks", c.Tasks.Max)
 	if o.Ready != nil {
-		metricsAddr := ""
-		if metricsLn != nil {
-			metricsAddr = metricsLn.Addr().String()
-		}
 		o.Ready(adminLn.Addr().String(), metricsAddr)
 	}
 

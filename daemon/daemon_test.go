@@ -409,7 +409,8 @@ func tagOf(set *slots.Set, n int) string {
 // /healthz says the process serves; /readyz follows what the sidecar needs
 // to take work: unready while NATS is away, ready again once the client
 // reconnects. The metrics carry the build and the NATS link, and the admin
-// port's INFO the same version.
+// port's INFO the same version. Asked for, the port serves Go's profiles,
+// and the log says where it listens.
 func TestServeReadinessFollowsNATS(t *testing.T) {
 	ctx := context.Background()
 	cl, err := localcluster.StartCluster(ctx, t.TempDir(), []string{"0-16383"}, localcluster.Options{})
@@ -422,7 +423,7 @@ func TestServeReadinessFollowsNATS(t *testing.T) {
 	ns := harness.NATSServer(t, 0, store, noAuth)
 	port := ns.Addr().(*net.TCPAddr).Port
 	c, err := config.Load([]string{"--node", cl.Nodes[0].Addr, "--admin", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
-		"--state-dir", t.TempDir(), "--nats", fmt.Sprintf("nats://127.0.0.1:%d", port)}, nil)
+		"--state-dir", t.TempDir(), "--nats", fmt.Sprintf("nats://127.0.0.1:%d", port), "--pprof"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,6 +479,10 @@ func TestServeReadinessFollowsNATS(t *testing.T) {
 
 	waitFor("/readyz", 200, "ok")
 	waitFor("/metrics", 200, "slotmover_nats_connected 1\n")
+	waitFor("/debug/pprof/goroutine?debug=1", 200, "daemon.Serve")
+	if want := "metrics=" + at.metrics + " pprof=true"; !strings.Contains(logBuf.String(), want) {
+		t.Errorf("the log does not say %q", want)
+	}
 	waitFor("/metrics", 200, fmt.Sprintf(`slotmover_build_info{goversion=%q,version=%q} 1`, runtime.Version(), testVersion))
 	admin := adminClient(at.admin, nil)
 	defer admin.Close()

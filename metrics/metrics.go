@@ -1,10 +1,12 @@
 // Package metrics exposes a sidecar's tasks to Prometheus, on /metrics,
-// with /healthz (liveness) and /readyz (readiness) beside it.
+// with /healthz (liveness), /readyz (readiness) and, when asked, Go's
+// profiles on /debug/pprof/ beside it.
 package metrics
 
 import (
 	"context"
 	"net/http"
+	"net/http/pprof"
 	"runtime"
 	"sync"
 	"time"
@@ -144,9 +146,19 @@ func (m *Metrics) Observe(t sidecar.Task) {
 // Handler serves /metrics; /healthz, 200 for as long as the process
 // serves it (a liveness probe: a blip of Redis or NATS must not restart
 // a sidecar in the middle of a move); and /readyz, 200 when ready returns
-// nil, else 503 with its error (a readiness probe).
-func (m *Metrics) Handler(ready func(context.Context) error) http.Handler {
+// nil, else 503 with its error (a readiness probe). With profiles, it
+// also serves Go's profiles on /debug/pprof/ (where a moving sidecar
+// spends its CPU); they are off by default, as a profile costs CPU while
+// it runs and shows the program's internals. The command line is left
+// out: it may hold a password given as a flag.
+func (m *Metrics) Handler(ready func(context.Context) error, profiles bool) http.Handler {
 	mux := http.NewServeMux()
+	if profiles {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok\n"))

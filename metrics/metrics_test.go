@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"strings"
@@ -15,7 +16,12 @@ import (
 
 func scrape(t *testing.T, m *Metrics, path string, ready error) (int, string) {
 	t.Helper()
-	srv := httptest.NewServer(m.Handler(func(context.Context) error { return ready }))
+	return get(t, m.Handler(func(context.Context) error { return ready }, false), path)
+}
+
+func get(t *testing.T, h http.Handler, path string) (int, string) {
+	t.Helper()
+	srv := httptest.NewServer(h)
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL + path)
 	if err != nil {
@@ -85,5 +91,22 @@ func TestObserve(t *testing.T) {
 	}
 	if code, body := scrape(t, m, "/readyz", errors.New("NATS not connected")); code != 503 || !strings.Contains(body, "NATS not connected") {
 		t.Errorf("readyz while unready: %d %q", code, body)
+	}
+}
+
+// Go's profiles are served only when asked for: they cost CPU while they
+// run and show the program's internals.
+func TestProfiles(t *testing.T) {
+	m := New(Sources{Tasks: func() []sidecar.Task { return nil }, Version: "v9.9.9"})
+	ready := func(context.Context) error { return nil }
+	if code, _ := get(t, m.Handler(ready, false), "/debug/pprof/goroutine?debug=1"); code != http.StatusNotFound {
+		t.Errorf("profiles off: /debug/pprof/goroutine answered %d, want 404", code)
+	}
+	code, body := get(t, m.Handler(ready, true), "/debug/pprof/goroutine?debug=1")
+	if code != 200 || !strings.Contains(body, "TestProfiles") {
+		t.Errorf("profiles on: /debug/pprof/goroutine answered %d without this test's goroutine: %.200q", code, body)
+	}
+	if code, _ := get(t, m.Handler(ready, true), "/metrics"); code != 200 {
+		t.Errorf("profiles on: /metrics answered %d", code)
 	}
 }

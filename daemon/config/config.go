@@ -112,6 +112,8 @@ type ServerTLS struct {
 // it off.
 type Metrics struct {
 	Listen string `yaml:"listen"`
+	// Pprof also serves Go's profiles there, on /debug/pprof/.
+	Pprof bool `yaml:"pprof"`
 }
 
 // Tasks bounds the work the sidecar takes on.

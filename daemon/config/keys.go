@@ -69,6 +69,7 @@ var keys = []*key{
 	{path: "admin.tls.client_ca", flag: "admin-tls-client-ca", file: true, usage: "require admin clients to present a certificate signed by a CA of this PEM `file`"},
 
 	{path: "metrics.listen", flag: "metrics", usage: "HTTP port of /metrics, /healthz and /readyz, `HOST:PORT` (empty: off)"},
+	{path: "metrics.pprof", flag: "pprof", usage: "also serve Go's profiles on /debug/pprof/ of the metrics port (where the sidecar spends CPU and memory; off: a profile costs CPU and shows internals)"},
 
 	{path: "tasks.max", flag: "max-tasks", usage: "`tasks` running at once"},
 	{path: "tasks.nice", flag: "nice", usage: "raise the sidecar's nice `value` to this (0-19; 0 leaves it), so that when CPU runs short the master beside it runs first"},
