@@ -78,15 +78,23 @@ func New(src Sources) *Metrics {
 		seen: map[string]sidecar.Task{},
 	}
 	byState := prometheus.NewDesc("slotmover_tasks", "Tasks known to this sidecar, by state.", []string{"state"}, nil)
+	byPhase := prometheus.NewDesc("slotmover_running_tasks", "Running tasks, by the mover's phase (those with none left out).", []string{"phase"}, nil)
 	m.reg.MustRegister(m.keys, m.bytes, m.orphans, m.throttled, m.paused, m.lag, m.held, m.pause, m.ended,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		collectorFunc{byState, func(ch chan<- prometheus.Metric) {
-			counts := map[string]int{sidecar.StateRunning: 0, sidecar.StateCompleted: 0, sidecar.StateFailed: 0, sidecar.StateCanceled: 0}
+		collectorFunc{[]*prometheus.Desc{byState, byPhase}, func(ch chan<- prometheus.Metric) {
+			states := map[string]int{sidecar.StateRunning: 0, sidecar.StateCompleted: 0, sidecar.StateFailed: 0, sidecar.StateCanceled: 0}
+			phases := map[string]int{}
 			for _, t := range src.Tasks() {
-				counts[t.State]++
+				states[t.State]++
+				if !t.Over() {
+					phases[t.Phase]++
+				}
 			}
-			for state, n := range counts {
+			for state, n := range states {
 				ch <- prometheus.MustNewConstMetric(byState, prometheus.GaugeValue, float64(n), state)
+			}
+			for phase, n := range phases {
+				ch <- prometheus.MustNewConstMetric(byPhase, prometheus.GaugeValue, float64(n), phase)
 			}
 		}})
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -175,11 +183,15 @@ func (m *Metrics) Handler(ready func(context.Context) error, profiles bool) http
 	return mux
 }
 
-// collectorFunc is a collector of one metric family computed at each scrape.
+// collectorFunc is a collector of metric families computed at each scrape.
 type collectorFunc struct {
-	desc    *prometheus.Desc
+	descs   []*prometheus.Desc
 	collect func(chan<- prometheus.Metric)
 }
 
-func (c collectorFunc) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c collectorFunc) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
 func (c collectorFunc) Collect(ch chan<- prometheus.Metric) { c.collect(ch) }

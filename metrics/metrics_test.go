@@ -49,12 +49,14 @@ func TestObserve(t *testing.T) {
 		run.KeysCopied, run.BytesCopied, run.LagBytes, run.ThrottledMS, run.Holding = step.keys, step.bytes, step.lag, step.throttled, step.holding
 		m.Observe(run)
 	}
-	tasks = []sidecar.Task{run, {ID: "b", State: sidecar.StateFailed}}
+	run.Phase = "claim"
+	tasks = []sidecar.Task{run, {ID: "b", State: sidecar.StateFailed, Phase: "failed"}}
 	_, body := scrape(t, m, "/metrics", nil)
 	for _, want := range []string{
 		"slotmover_keys_copied_total 25", "slotmover_bytes_copied_total 300", `slotmover_lag_bytes{task="a"} 0`,
 		"slotmover_throttled_seconds_total 2.5", `slotmover_held{task="a"} 1`,
 		`slotmover_tasks{state="running"} 1`, `slotmover_tasks{state="failed"} 1`, `slotmover_tasks{state="completed"} 0`,
+		`slotmover_running_tasks{phase="claim"} 1`,
 		"slotmover_nats_lost_total 3", "slotmover_nats_connected 1",
 		fmt.Sprintf(`slotmover_build_info{goversion=%q,version="v9.9.9"} 1`, runtime.Version()),
 	} {
@@ -73,6 +75,9 @@ func TestObserve(t *testing.T) {
 		if !strings.Contains(body, want+"\n") {
 			t.Errorf("after the end, no %q in the scrape", want)
 		}
+	}
+	if strings.Contains(body, `slotmover_running_tasks{phase="failed"}`) {
+		t.Error("an ended task counted among the running by its phase")
 	}
 	if strings.Contains(body, `slotmover_lag_bytes{task="a"}`) || strings.Contains(body, `slotmover_held{task="a"}`) {
 		t.Error("an ended task keeps its lag or held gauge")
