@@ -53,7 +53,7 @@ type Plan struct {
 	// other masters are told the new owner after the unpause.
 	SetSlotBlocks bool
 	// AfterRelease, if set, runs right after the source's release; an
-	// error from it ends Switch there, as if the process died: no claim,
+	// error from it ends Release there, as if the process died: no claim,
 	// no unpause (the pause runs out by itself). For tests.
 	AfterRelease func() error
 }
@@ -116,9 +116,9 @@ func (r Result) Rest() time.Duration {
 	return r.Pause - r.FenceWait - r.Release - r.CatchUp - r.Claim
 }
 
-// Switch runs one cutover attempt:
+// A cutover attempt is Release (steps 0-4), then Claimer.Claim (5-7):
 //
-//  0. Before the pause, queue the transactions of steps 4, 6 and 8 (MULTI
+//  0. Before the pause, queue the transactions of steps 3, 5 and 7 (MULTI
 //     and their commands, not EXEC), so that only their execution is left.
 //  1. CLIENT PAUSE <budget> WRITE on the source; read its master_repl_offset.
 //  2. Wait for that fence; if it is not reached in time, unpause: ErrFenceMissed.
@@ -150,20 +150,29 @@ func (r Result) Rest() time.Duration {
 // source itself reports. Moves from one source in this process take turns
 // (lockSource), so that none ends another's pause.
 //
-// An error with Result.Released set means the switch is half done and must
-// be finished by hand or by fix; the error says what is left.
-//
 // freeze(off) is called right after the release: from then on nothing of
 // the stream at or past off may reach the target, where it would undo
 // clients' writes (the source still expires its orphaned keys, and streams a
 // DEL for each). freeze(-1) lifts it, when the source takes the slots back.
-func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off int64)) (Result, error) {
-	var res Result
+// Release runs steps 0-4. With a nil error it returns the Claimer of a
+// switch past its point of no return: the source gave the slots away, the
+// target has every write the source acknowledged in them, and the source
+// is still paused; the claim is all that is left, and no other cutover
+// from this source runs until it ends. Otherwise the Claimer is nil, and
+// Result.Released says whether the slots were left released anyway (a
+// release that failed half-way): the switch is half done and must be
+// finished by hand or by fix; the error says what is left.
+func Release(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off int64)) (_ *Claimer, res Result, err error) {
 	unlock, err := lockSource(ctx, n.SourceID)
 	if err != nil {
-		return res, err
+		return nil, res, err
 	}
-	defer unlock()
+	var c *Claimer // non-nil once past the point of no return; it owns what follows
+	defer func() {
+		if c == nil {
+			unlock()
+		}
+	}()
 
 	// The other masters' news is queued too, so that they learn it within
 	// a few milliseconds of the unpause: until then their clients are sent
@@ -179,14 +188,13 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 	}
 	txs, err := queueAll(ctx, append(specs, newsFor(ctx, told, n.TargetID, p.Slots)...))
 	if err != nil {
-		return res, err
+		return nil, res, err
 	}
 	defer func() {
-		for _, tx := range txs {
-			tx.Close()
+		if c == nil {
+			closeAll(txs)
 		}
 	}()
-	claimTx, tell := txs[0], txs[len(specs):]
 	release := func(ctx context.Context, _ int64) (int64, bool, error) {
 		replies, err := execTx(ctx, txs[1])
 		if err != nil {
@@ -204,7 +212,7 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 	budget := p.PauseBudget
 	pausedAt := time.Now()
 	if err := n.Source.Do(ctx, "CLIENT", "PAUSE", budget.Milliseconds(), "WRITE").Err(); err != nil {
-		return res, fmt.Errorf("CLIENT PAUSE on source: %w", err)
+		return nil, res, fmt.Errorf("CLIENT PAUSE on source: %w", err)
 	}
 	unpause := func() error {
 		// A fresh context: the pause must end even when ctx is cancelled.
@@ -219,7 +227,7 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 	}
 	off, err := ReplOffset(ctx, n.Source)
 	if err != nil {
-		return res, errors.Join(err, unpause())
+		return nil, res, errors.Join(err, unpause())
 	}
 	res.Fence = off
 	fctx, cancel := context.WithDeadline(ctx, pausedAt.Add(p.FenceTimeout))
@@ -234,13 +242,13 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 		if errors.Is(fctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 			err = fmt.Errorf("%w: target not at offset %d within %s: %w", ErrFenceMissed, off, p.FenceTimeout, err)
 		}
-		return res, errors.Join(err, unpause())
+		return nil, res, errors.Join(err, unpause())
 	}
 	// A fence reached late leaves little of the pause for the switch:
 	// writers would resume before it, and clients would bounce between the
 	// nodes while the target catches up with them. Try again later.
 	if elapsed := time.Since(pausedAt); elapsed > budget/2 {
-		return res, errors.Join(fmt.Errorf("%w: fence reached after %s, too late in a %s pause", ErrFenceMissed, elapsed, budget), unpause())
+		return nil, res, errors.Join(fmt.Errorf("%w: fence reached after %s, too late in a %s pause", ErrFenceMissed, elapsed, budget), unpause())
 	}
 
 	// Right before the release, as it hands the slots to this target
@@ -251,7 +259,7 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 		if err == nil {
 			err = fmt.Errorf("%w (%s)", ErrNotOwner, n.Source.Options().Addr)
 		}
-		return res, errors.Join(err, unpause())
+		return nil, res, errors.Join(err, unpause())
 	}
 
 	// From the release on, only the way forward (or the source taking the
@@ -267,10 +275,10 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 		if err != nil {
 			res.Release = time.Since(releaseStart)
 			if owned, oerr := sourceStillOwns(sctx, n.Source, p.Slots); oerr == nil && owned {
-				return res, errors.Join(fmt.Errorf("release on source: %w", err), unpause())
+				return nil, res, errors.Join(fmt.Errorf("release on source: %w", err), unpause())
 			}
 			res.Released = true
-			return res, errors.Join(fmt.Errorf("release on source failed half-way: %w", err), unpause())
+			return nil, res, errors.Join(fmt.Errorf("release on source failed half-way: %w", err), unpause())
 		}
 		if released {
 			break
@@ -288,7 +296,7 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 				err = fmt.Errorf("%w: the pause did not hold (offset %d at the fence, %d at the refused release) and the target did not reach it within %s: %w", ErrFenceMissed, off, relOff, p.FenceTimeout, err)
 			}
 			res.Release = time.Since(releaseStart)
-			return res, errors.Join(err, unpause())
+			return nil, res, errors.Join(err, unpause())
 		}
 		off, res.Fence = relOff, relOff
 	}
@@ -299,7 +307,7 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 	freeze(relOff)
 	if p.AfterRelease != nil {
 		if err := p.AfterRelease(); err != nil {
-			return res, err
+			return nil, res, err
 		}
 	}
 
@@ -313,21 +321,47 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 		if err != nil {
 			freeze(-1)
 			if gerr := giveBack(sctx, n.Source, p); gerr != nil {
-				return res, errors.Join(fmt.Errorf("the pause did not hold (offset %d at the fence, %d at the release), the target did not reach the release offset (%w), and the source could not take the slots back: %w", off, relOff, err, gerr), unpause())
+				return nil, res, errors.Join(fmt.Errorf("the pause did not hold (offset %d at the fence, %d at the release), the target did not reach the release offset (%w), and the source could not take the slots back: %w", off, relOff, err, gerr), unpause())
 			}
 			res.Released = false
 			if missed {
 				err = fmt.Errorf("%w: the pause did not hold (offset %d at the fence, %d at the release) and the target did not reach the release offset within %s; the source took the slots back: %w", ErrFenceMissed, off, relOff, p.FenceTimeout, err)
 			}
-			return res, errors.Join(err, unpause())
+			return nil, res, errors.Join(err, unpause())
 		}
 	}
+	c = &Claimer{n: n, p: p, res: &res, releasedAt: releasedAt, unpause: unpause, unlock: unlock,
+		txs: txs, claimTx: txs[0], tell: txs[len(specs):]}
+	return c, res, nil
+}
 
+// Claimer is a switch released by Release, waiting for its claim.
+type Claimer struct {
+	n          Nodes
+	p          Plan
+	res        *Result // Release's, which unpause completes
+	releasedAt time.Time
+	unpause    func() error
+	unlock     func()
+	txs        []*queuedTx
+	claimTx    *queuedTx
+	tell       []*queuedTx
+}
+
+// Claim runs steps 5-7: the target claims the slots, the source is
+// unpaused, the other masters are told. It returns the whole attempt's
+// Result. It runs to its end whatever becomes of ctx: until it does,
+// neither node serves the slots.
+func (c *Claimer) Claim(ctx context.Context) (Result, error) {
+	n, p := c.n, c.p
+	defer c.close()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.PauseBudget+5*time.Second)
+	defer cancel()
 	if p.BeforeClaim != nil {
 		p.BeforeClaim(sctx)
 	}
 	claimStart := time.Now()
-	_, claimErr := execTx(sctx, claimTx)
+	_, claimErr := execTx(sctx, c.claimTx)
 	var uerr error
 	unpaused := false
 	if claimErr == nil && p.SetSlotBlocks {
@@ -340,8 +374,8 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 		// until the SETSLOT. The SETSLOT comes after the transaction: sent
 		// first, it made Valkey 8 lose keys of slots that did not move (a
 		// same-source soak lost 76 keys in 3 minutes; the other order none).
-		res.Claim = time.Since(claimStart) // the part in the pause
-		uerr, unpaused = unpause(), true
+		c.res.Claim = time.Since(claimStart) // the part in the pause
+		uerr, unpaused = c.unpause(), true
 		all := p.Slots.Slots()
 		claimErr = n.Target.Do(sctx, "CLUSTER", "SETSLOT", all[len(all)-1], "NODE", n.TargetID).Err()
 	}
@@ -349,17 +383,17 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 		claimErr = Claim(sctx, n.Target, n.TargetID, p.Slots, p.SetSlotBlocks)
 	}
 	if !unpaused {
-		res.Claim = time.Since(claimStart)
-		res.NoOwner = time.Since(releasedAt)
-		uerr = unpause()
+		c.res.Claim = time.Since(claimStart)
+		c.res.NoOwner = time.Since(c.releasedAt)
+		uerr = c.unpause()
 	}
 	if claimErr != nil {
-		return res, errors.Join(fmt.Errorf("target claim failed after the source released the slots: %w", claimErr), uerr)
+		return *c.res, errors.Join(fmt.Errorf("target claim failed after the source released the slots: %w", claimErr), uerr)
 	}
 	// Not fatal if one fails (see Result.NotTold).
-	tellErr := atOnce(len(tell), func(i int) error {
-		if _, err := execTx(sctx, tell[i]); err != nil {
-			return fmt.Errorf("tell %s: %w", tell[i].client.Options().Addr, err)
+	tellErr := atOnce(len(c.tell), func(i int) error {
+		if _, err := execTx(sctx, c.tell[i]); err != nil {
+			return fmt.Errorf("tell %s: %w", c.tell[i].client.Options().Addr, err)
 		}
 		return nil
 	})
@@ -379,13 +413,32 @@ func Switch(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off i
 				return fmt.Errorf("tell %s: %w", nodes[i].Options().Addr, err)
 			}
 			if i == 1 {
-				res.NoOwner = time.Since(releasedAt) // read after atOnce has waited
+				c.res.NoOwner = time.Since(c.releasedAt) // read after atOnce has waited
 			}
 			return nil
 		})
 	}
-	res.NotTold = tellErr
-	return res, uerr
+	c.res.NotTold = tellErr
+	return *c.res, uerr
+}
+
+// Abandon ends a released switch without its claim, when the move may not
+// go on (its process is stopping in a state it cannot finish): the source
+// is unpaused, the slots stay released, for fix.
+func (c *Claimer) Abandon() error {
+	defer c.close()
+	return c.unpause()
+}
+
+func (c *Claimer) close() {
+	closeAll(c.txs)
+	c.unlock()
+}
+
+func closeAll(txs []*queuedTx) {
+	for _, tx := range txs {
+		tx.Close()
+	}
 }
 
 // giveBack makes the source own the slots again after a release that the

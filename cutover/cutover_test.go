@@ -50,7 +50,7 @@ func TestSwitchRefusesSlotsTheSourceNoLongerOwns(t *testing.T) {
 		do(target, "CLUSTER", "SETSLOT", s, "IMPORTING", c.IDs[0])
 	}
 
-	res, err := Switch(ctx, Nodes{Source: source, Target: target, SourceID: c.IDs[0], TargetID: c.IDs[2], Others: []*redis.Client{other}},
+	res, err := switchOnce(ctx, Nodes{Source: source, Target: target, SourceID: c.IDs[0], TargetID: c.IDs[2], Others: []*redis.Client{other}},
 		Plan{Slots: slots.NewSet(slots.Range{Start: 0, End: 199}), PauseBudget: 2 * time.Second, FenceTimeout: 250 * time.Millisecond},
 		func(context.Context, int64) error { return nil },
 		func(int64) { t.Error("froze the stream for a release that must not happen") })
@@ -113,7 +113,7 @@ func TestSwitchUnpausesWhenTheFenceIsMissed(t *testing.T) {
 				t.Fatal(err)
 			}
 			calls := 0
-			res, err := Switch(ctx, Nodes{Source: source, Target: target, SourceID: cl.IDs[0], TargetID: cl.IDs[2], Others: []*redis.Client{other}},
+			res, err := switchOnce(ctx, Nodes{Source: source, Target: target, SourceID: cl.IDs[0], TargetID: cl.IDs[2], Others: []*redis.Client{other}},
 				Plan{Slots: slots.NewSet(slots.Range{Start: 0, End: 199}), PauseBudget: c.budget, FenceTimeout: c.fence, SetSlotBlocks: blocks},
 				func(ctx context.Context, _ int64) error { calls++; return c.wait(ctx) },
 				func(int64) { t.Error("the feed was frozen: a release went through") })
@@ -194,7 +194,7 @@ func TestSwitchWaitsForWritesThroughABrokenPause(t *testing.T) {
 	c, source, other, target := pauseTestCluster(t)
 	var fences []int64
 	var afterGap, frozen int64
-	res, err := Switch(ctx, Nodes{Source: source, Target: target, SourceID: c.IDs[0], TargetID: c.IDs[2], Others: []*redis.Client{other}},
+	res, err := switchOnce(ctx, Nodes{Source: source, Target: target, SourceID: c.IDs[0], TargetID: c.IDs[2], Others: []*redis.Client{other}},
 		Plan{Slots: slots.NewSet(slots.Range{Start: 0, End: 199}), PauseBudget: 2 * time.Second, FenceTimeout: 250 * time.Millisecond},
 		func(_ context.Context, off int64) error {
 			fences = append(fences, off)
@@ -227,7 +227,7 @@ func TestSwitchGivesTheSlotsBackWhenTheTargetCannotFollow(t *testing.T) {
 	}
 	calls := 0
 	var frozen []int64
-	res, err := Switch(ctx, Nodes{Source: source, Target: target, SourceID: c.IDs[0], TargetID: c.IDs[2], Others: []*redis.Client{other}},
+	res, err := switchOnce(ctx, Nodes{Source: source, Target: target, SourceID: c.IDs[0], TargetID: c.IDs[2], Others: []*redis.Client{other}},
 		Plan{Slots: slots.NewSet(slots.Range{Start: 0, End: 199}), PauseBudget: 2 * time.Second, FenceTimeout: 250 * time.Millisecond},
 		func(ctx context.Context, off int64) error {
 			calls++
@@ -292,7 +292,7 @@ func TestSwitchClaimsAfterTheReleaseEvenWhenCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	calls := 0
-	res, err := Switch(ctx, Nodes{Source: source, Target: target, SourceID: c.IDs[0], TargetID: c.IDs[2], Others: []*redis.Client{other}},
+	res, err := switchOnce(ctx, Nodes{Source: source, Target: target, SourceID: c.IDs[0], TargetID: c.IDs[2], Others: []*redis.Client{other}},
 		Plan{Slots: slots.NewSet(slots.Range{Start: 0, End: 199}), PauseBudget: 2 * time.Second, FenceTimeout: 250 * time.Millisecond},
 		func(context.Context, int64) error {
 			calls++
@@ -337,7 +337,7 @@ func TestGuardedReleaseWaitsForWritesThroughABrokenPause(t *testing.T) {
 	c, source, other, target := pauseTestCluster(t)
 	var fences []int64
 	var afterGap, frozen int64
-	res, err := Switch(ctx, Nodes{Source: source, Target: target, SourceID: c.IDs[0], TargetID: c.IDs[2], Others: []*redis.Client{other}}, p,
+	res, err := switchOnce(ctx, Nodes{Source: source, Target: target, SourceID: c.IDs[0], TargetID: c.IDs[2], Others: []*redis.Client{other}}, p,
 		func(_ context.Context, off int64) error {
 			fences = append(fences, off)
 			if len(fences) == 1 {
@@ -367,7 +367,7 @@ func TestGuardedReleaseKeepsTheSlotsWhenTheTargetCannotFollow(t *testing.T) {
 	p := guardedPlan(t)
 	c, source, other, target := pauseTestCluster(t)
 	calls := 0
-	res, err := Switch(ctx, Nodes{Source: source, Target: target, SourceID: c.IDs[0], TargetID: c.IDs[2], Others: []*redis.Client{other}}, p,
+	res, err := switchOnce(ctx, Nodes{Source: source, Target: target, SourceID: c.IDs[0], TargetID: c.IDs[2], Others: []*redis.Client{other}}, p,
 		func(ctx context.Context, off int64) error {
 			calls++
 			if calls == 1 {
@@ -411,5 +411,87 @@ func assertSourceServes(t *testing.T, c *localcluster.Cluster, source, other, ta
 	}
 	if took := time.Since(start); took > time.Second {
 		t.Fatalf("a write to the source took %s: still paused", took)
+	}
+}
+
+// switchOnce is one whole attempt: Release, then the claim if it released.
+func switchOnce(ctx context.Context, n Nodes, p Plan, fence Fence, freeze func(off int64)) (Result, error) {
+	c, res, err := Release(ctx, n, p, fence, freeze)
+	if c == nil {
+		return res, err
+	}
+	return c.Claim(ctx)
+}
+
+// Release stops at the point of no return: the source paused and without
+// the slots, the target not yet owning them, no other cutover from the
+// source. Then either the claim, which runs even on a cancelled context,
+// or, for a move that may not go on, Abandon, which leaves the slots
+// released for fix; both unpause the source and free it for the next.
+func TestReleaseLeavesOnlyTheClaim(t *testing.T) {
+	for _, claim := range []bool{true, false} {
+		t.Run(map[bool]string{true: "claim", false: "abandon"}[claim], func(t *testing.T) {
+			ctx := context.Background()
+			c, source, other, target := pauseTestCluster(t)
+			n := Nodes{Source: source, Target: target, SourceID: c.IDs[0], TargetID: c.IDs[2], Others: []*redis.Client{other}}
+			p := Plan{Slots: slots.NewSet(slots.Range{Start: 0, End: 199}), PauseBudget: 5 * time.Second, FenceTimeout: time.Second}
+			noFence := func(context.Context, int64) error { return nil }
+			cl, res, err := Release(ctx, n, p, noFence, func(int64) {})
+			if err != nil || cl == nil || !res.Released {
+				t.Fatalf("release: claimer %v, released %v, %v", cl != nil, res.Released, err)
+			}
+			owns := func(node *redis.Client) bool {
+				top, err := cluster.Load(ctx, node)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return top.Myself.Slots.Contains(0) || top.Myself.Slots.Contains(199)
+			}
+			if owns(source) || owns(target) {
+				t.Fatalf("released, not claimed: the source owns the slots %v, the target %v", owns(source), owns(target))
+			}
+			o := *source.Options()
+			o.ReadTimeout, o.MaxRetries = 200*time.Millisecond, -1
+			probe := redis.NewClient(&o)
+			err = probe.Set(ctx, "{"+tagOf(300)+"}:paused", "v", 0).Err()
+			probe.Close()
+			if err == nil {
+				t.Fatal("the source took a write between the release and the claim: not paused")
+			}
+			lctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			_, _, err = Release(lctx, n, p, noFence, func(int64) {})
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("a second cutover from the source before the claim: %v, want it to wait its turn", err)
+			}
+
+			if claim {
+				gone, cancel := context.WithCancel(ctx)
+				cancel()
+				res, err = cl.Claim(gone)
+				if err != nil || res.NoOwner <= 0 || res.Pause <= 0 {
+					t.Fatalf("claim: %v, no owner for %s, paused %s", err, res.NoOwner, res.Pause)
+				}
+				assertClaimed(t, target)
+			} else {
+				if err := cl.Abandon(); err != nil {
+					t.Fatal(err)
+				}
+				if owns(source) || owns(target) {
+					t.Fatalf("abandoned: the source owns the slots %v, the target %v; want neither", owns(source), owns(target))
+				}
+			}
+			start := time.Now()
+			if err := source.Set(ctx, "{"+tagOf(300)+"}:after", "v", 0).Err(); err != nil || time.Since(start) > time.Second {
+				t.Fatalf("a write to the source after the %s: %v in %s", t.Name(), err, time.Since(start))
+			}
+			uctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			unlock, err := lockSource(uctx, c.IDs[0])
+			if err != nil {
+				t.Fatalf("the source is still locked after the %s: %v", t.Name(), err)
+			}
+			unlock()
+		})
 	}
 }

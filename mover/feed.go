@@ -60,7 +60,7 @@ type feeder struct {
 }
 
 // freeze stops applying the stream at and past off, and freeze(-1) lifts
-// that: see cutover.Switch.
+// that: see cutover.Release.
 func (f *feeder) freeze(off int64) { f.frozenAt.Store(off + 1) }
 
 var (

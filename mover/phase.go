@@ -15,7 +15,8 @@ const (
 	PhaseImporting Phase = "importing" // marking the slots IMPORTING on the target
 	PhaseSnapshot  Phase = "snapshot"  // full sync: RDB keys of the slots onto the target
 	PhaseCatchUp   Phase = "catchup"   // applying the command stream until the lag is small
-	PhaseCutover   Phase = "cutover"   // write pause, fence, ownership switch
+	PhaseCutover   Phase = "cutover"   // write pause, fence, the source's release
+	PhaseClaim     Phase = "claim"     // released: the target claims the slots, the source unpaused
 	PhaseCleanup   Phase = "cleanup"   // removing the orphaned keys from the source
 	PhaseRollback  Phase = "rollback"  // undoing the target side after a failure
 	PhaseDone      Phase = "done"      // moved
@@ -25,9 +26,9 @@ const (
 )
 
 // Cancellable says whether the phase's work stops when the move is
-// cancelled: every phase but the cleanup, which runs once the slots are
-// the target's and only goes forward.
-func (p Phase) Cancellable() bool { return p != PhaseCleanup }
+// cancelled: every phase but the claim and the cleanup, which run once the
+// source has given the slots away and only go forward.
+func (p Phase) Cancellable() bool { return p != PhaseClaim && p != PhaseCleanup }
 
 // Terminal reports whether the move is over.
 func (p Phase) Terminal() bool {
@@ -124,7 +125,8 @@ type Transition struct {
 }
 
 // Step applies an event; err is its cause, for EvFailed, EvRefused,
-// EvCancel and EvFenceMissed. An event that makes no sense in the current
+// EvCancel and EvFenceMissed, and for EvSourceReleased the error of a
+// release that went half-way (the move is stuck). An event that makes no sense in the current
 // phase fails the move (ErrRefusedTransition), as a failure there would,
 // and is returned as an error along with that transition. Events after
 // the end, and a cancel once the source released the slots (ErrTooLate) or
@@ -176,7 +178,7 @@ func (m *Machine) next(ev Event, err error) (Phase, error) {
 		EvLagLow:          PhaseCatchUp,
 		EvFenceMissed:     PhaseCutover,
 		EvSourceReleased:  PhaseCutover,
-		EvSwitched:        PhaseCutover,
+		EvSwitched:        PhaseClaim,
 		EvCleanupDone:     PhaseCleanup,
 	}
 	if p, ok := want[ev]; !ok || p != m.phase {
@@ -193,24 +195,19 @@ func (m *Machine) next(ev Event, err error) (Phase, error) {
 		m.attempts++
 		return PhaseCutover, nil
 	case EvFenceMissed:
-		if m.released {
-			return "", fmt.Errorf("fence missed after the source released the slots")
-		}
 		if m.attempts >= m.maxAttempts {
 			m.cause = fmt.Errorf("cutover failed %d times, last: %w", m.attempts, orUnknown(err))
 			return PhaseRollback, nil
 		}
 		return PhaseCatchUp, nil
 	case EvSourceReleased:
-		if m.released {
-			return "", fmt.Errorf("the source released the slots twice")
-		}
 		m.released = true
-		return PhaseCutover, nil
-	case EvSwitched:
-		if !m.released {
-			return "", fmt.Errorf("ownership switched before the source released the slots")
+		if err != nil { // released half-way: nothing safe is left to do
+			m.cause = err
+			return PhaseStuck, nil
 		}
+		return PhaseClaim, nil
+	case EvSwitched:
 		m.switched = true
 		return PhaseCleanup, nil
 	default: // EvCleanupDone

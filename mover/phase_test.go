@@ -17,7 +17,11 @@ func run(t *testing.T, m *Machine, steps []step) {
 	t.Helper()
 	for i, s := range steps {
 		before := m.Phase()
-		tr, err := m.Step(s.ev, errors.New("boom"))
+		cause := errors.New("boom")
+		if s.ev == EvSourceReleased {
+			cause = nil // with a cause, a release that went half-way
+		}
+		tr, err := m.Step(s.ev, cause)
 		if err != nil {
 			t.Fatalf("step %d: %q in %s: %v", i, s.ev, before, err)
 		}
@@ -27,22 +31,21 @@ func run(t *testing.T, m *Machine, steps []step) {
 	}
 }
 
-// at drives a new machine to phase p the normal way; released says whether
-// the source has released the slots there (only in the cutover).
-func at(t *testing.T, p Phase, released bool) *Machine {
+// at drives a new machine to phase p the normal way.
+func at(t *testing.T, p Phase) *Machine {
 	t.Helper()
 	m := NewMachine(3)
 	path := []Event{EvPreflightPassed, EvImportingSet, EvSnapshotApplied, EvLagLow, EvSourceReleased, EvSwitched}
 	for _, ev := range path {
-		if m.Phase() == p && (ev != EvSourceReleased || !released) {
+		if m.Phase() == p {
 			break
 		}
 		if _, err := m.Step(ev, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if m.Phase() != p || m.Released() != released {
-		t.Fatalf("could not reach %s (released %v): at %s", p, released, m.Phase())
+	if m.Phase() != p {
+		t.Fatalf("could not reach %s: at %s", p, m.Phase())
 	}
 	return m
 }
@@ -56,11 +59,11 @@ func TestHappyPath(t *testing.T) {
 		{EvLagLow, PhaseCutover},
 		{EvFenceMissed, PhaseCatchUp},
 		{EvLagLow, PhaseCutover},
-		{EvSourceReleased, PhaseCutover},
+		{EvSourceReleased, PhaseClaim},
 		{EvSwitched, PhaseCleanup},
 		{EvCleanupDone, PhaseDone},
 	})
-	if m.Result() != ResultMoved || m.Cause() != nil || m.Attempts() != 2 {
+	if !m.Released() || !m.Switched() || m.Result() != ResultMoved || m.Cause() != nil || m.Attempts() != 2 {
 		t.Fatalf("result %q, cause %v, attempts %d", m.Result(), m.Cause(), m.Attempts())
 	}
 }
@@ -71,26 +74,26 @@ func TestHappyPath(t *testing.T) {
 // as its cause.
 func TestRefusedTransitionFailsTheMove(t *testing.T) {
 	for _, c := range []struct {
-		at       Phase
-		released bool
-		ev       Event
-		want     Phase
+		at   Phase
+		ev   Event
+		want Phase
 	}{
-		{PhasePreflight, false, EvSnapshotApplied, PhaseFailed},
-		{PhasePreflight, false, EvRolledBack, PhaseFailed},
-		{PhaseImporting, false, EvPreflightPassed, PhaseRollback},
-		{PhaseSnapshot, false, EvLagLow, PhaseRollback},
-		{PhaseSnapshot, false, EvRefused, PhaseRollback},
-		{PhaseCatchUp, false, EvSwitched, PhaseRollback},
-		{PhaseCutover, false, EvSwitched, PhaseRollback}, // never before the source released
-		{PhaseCutover, true, EvFenceMissed, PhaseStuck},
-		{PhaseCutover, true, EvSourceReleased, PhaseStuck},
-		{PhaseCleanup, true, EvLagLow, PhaseStuck},
+		{PhasePreflight, EvSnapshotApplied, PhaseFailed},
+		{PhasePreflight, EvRolledBack, PhaseFailed},
+		{PhaseImporting, EvPreflightPassed, PhaseRollback},
+		{PhaseSnapshot, EvLagLow, PhaseRollback},
+		{PhaseSnapshot, EvRefused, PhaseRollback},
+		{PhaseCatchUp, EvSwitched, PhaseRollback},
+		{PhaseCutover, EvSwitched, PhaseRollback}, // never before the source released
+		{PhaseClaim, EvFenceMissed, PhaseStuck},
+		{PhaseClaim, EvSourceReleased, PhaseStuck},
+		{PhaseClaim, EvRefused, PhaseStuck},
+		{PhaseCleanup, EvLagLow, PhaseStuck},
 	} {
-		m := at(t, c.at, c.released)
+		m := at(t, c.at)
 		tr, err := m.Step(c.ev, nil)
 		if !errors.Is(err, ErrRefusedTransition) || m.Phase() != c.want || tr.To != c.want || !errors.Is(m.Cause(), ErrRefusedTransition) {
-			t.Errorf("%q in %s (released %v): %v, to %s (cause %v), want %s", c.ev, c.at, c.released, err, m.Phase(), m.Cause(), c.want)
+			t.Errorf("%q in %s: %v, to %s (cause %v), want %s", c.ev, c.at, err, m.Phase(), m.Cause(), c.want)
 		}
 	}
 }
@@ -118,7 +121,7 @@ func TestFailureBeforeAnyChangeNeedsNoRollback(t *testing.T) {
 // leaves nothing to undo: the move ends refused.
 func TestRefusalsNeedNoRollback(t *testing.T) {
 	for _, p := range []Phase{PhasePreflight, PhaseImporting} {
-		m := at(t, p, false)
+		m := at(t, p)
 		run(t, m, []step{{EvRefused, PhaseFailed}})
 		if m.Result() != ResultRefused || m.Cause() == nil {
 			t.Fatalf("refused in %s: result %q, cause %v", p, m.Result(), m.Cause())
@@ -128,7 +131,7 @@ func TestRefusalsNeedNoRollback(t *testing.T) {
 
 func TestFailuresRollBack(t *testing.T) {
 	for _, p := range []Phase{PhaseImporting, PhaseSnapshot, PhaseCatchUp, PhaseCutover} {
-		m := at(t, p, false)
+		m := at(t, p)
 		run(t, m, []step{{EvFailed, PhaseRollback}, {EvRolledBack, PhaseFailed}})
 		if m.Result() != ResultRolledBack {
 			t.Fatalf("failed in %s: result %q", p, m.Result())
@@ -142,24 +145,23 @@ func TestFailuresRollBack(t *testing.T) {
 // move goes on.
 func TestCancelAtEveryPhase(t *testing.T) {
 	for _, c := range []struct {
-		at       Phase
-		released bool
-		want     Phase // right after the cancel
-		end      Phase // after the rollback, if any
-		err      error
+		at   Phase
+		want Phase // right after the cancel
+		end  Phase // after the rollback, if any
+		err  error
 	}{
-		{PhasePreflight, false, PhaseCancelled, PhaseCancelled, nil},
-		{PhaseImporting, false, PhaseRollback, PhaseCancelled, nil},
-		{PhaseSnapshot, false, PhaseRollback, PhaseCancelled, nil},
-		{PhaseCatchUp, false, PhaseRollback, PhaseCancelled, nil},
-		{PhaseCutover, false, PhaseRollback, PhaseCancelled, nil},
-		{PhaseCutover, true, PhaseCutover, PhaseCutover, ErrTooLate},
-		{PhaseCleanup, true, PhaseCleanup, PhaseCleanup, ErrTooLate},
+		{PhasePreflight, PhaseCancelled, PhaseCancelled, nil},
+		{PhaseImporting, PhaseRollback, PhaseCancelled, nil},
+		{PhaseSnapshot, PhaseRollback, PhaseCancelled, nil},
+		{PhaseCatchUp, PhaseRollback, PhaseCancelled, nil},
+		{PhaseCutover, PhaseRollback, PhaseCancelled, nil},
+		{PhaseClaim, PhaseClaim, PhaseClaim, ErrTooLate},
+		{PhaseCleanup, PhaseCleanup, PhaseCleanup, ErrTooLate},
 	} {
-		m := at(t, c.at, c.released)
+		m := at(t, c.at)
 		_, err := m.Step(EvCancel, context.Canceled)
 		if !errors.Is(err, c.err) || m.Phase() != c.want {
-			t.Errorf("cancel in %s (released %v): %v, now %s; want %v, %s", c.at, c.released, err, m.Phase(), c.err, c.want)
+			t.Errorf("cancel in %s: %v, now %s; want %v, %s", c.at, err, m.Phase(), c.err, c.want)
 			continue
 		}
 		if m.Phase() == PhaseRollback {
@@ -195,15 +197,21 @@ func TestCutoverAttemptsRunOut(t *testing.T) {
 }
 
 func TestFailureAfterReleaseIsStuck(t *testing.T) {
-	m := at(t, PhaseCutover, true)
+	m := at(t, PhaseClaim)
 	run(t, m, []step{{EvFailed, PhaseStuck}})
 	if m.Result() != ResultStuck || m.Switched() {
 		t.Fatalf("result %q, switched %v", m.Result(), m.Switched())
 	}
-	m = at(t, PhaseCleanup, true)
+	m = at(t, PhaseCleanup)
 	run(t, m, []step{{EvFailed, PhaseStuck}})
 	if !m.Switched() {
 		t.Fatal("a failure in the cleanup forgot the switch")
+	}
+	// A release that went half-way: no claim, stuck with its error.
+	m = at(t, PhaseCutover)
+	halfWay := errors.New("release on source failed half-way")
+	if _, err := m.Step(EvSourceReleased, halfWay); err != nil || m.Phase() != PhaseStuck || !m.Released() || !errors.Is(m.Cause(), halfWay) {
+		t.Fatalf("half-way release: %v, now %s, released %v, cause %v", err, m.Phase(), m.Released(), m.Cause())
 	}
 }
 
@@ -245,29 +253,28 @@ func TestFailure(t *testing.T) {
 	bad := fmt.Errorf("preflight: %w", refuse("slot %d is not the source's", 7))
 	boom := errors.New("connection reset")
 	for _, tc := range []struct {
-		phase    Phase
-		released bool
-		err      error
-		cancel   bool
-		want     Event
+		phase  Phase
+		err    error
+		cancel bool
+		want   Event
 	}{
-		{PhasePreflight, false, bad, false, EvRefused},
-		{PhaseImporting, false, bad, false, EvRefused},
-		{PhaseSnapshot, false, bad, false, EvFailed},
-		{PhasePreflight, false, boom, false, EvFailed},
-		{PhaseCatchUp, false, boom, false, EvFailed},
-		{PhasePreflight, false, bad, true, EvCancel},
-		{PhaseSnapshot, false, boom, true, EvCancel},
-		{PhaseCutover, false, boom, true, EvCancel},
-		{PhaseCutover, true, boom, true, EvFailed}, // too late to cancel: the claim's failure is stuck
-		{PhaseCleanup, true, boom, false, EvFailed},
+		{PhasePreflight, bad, false, EvRefused},
+		{PhaseImporting, bad, false, EvRefused},
+		{PhaseSnapshot, bad, false, EvFailed},
+		{PhasePreflight, boom, false, EvFailed},
+		{PhaseCatchUp, boom, false, EvFailed},
+		{PhasePreflight, bad, true, EvCancel},
+		{PhaseSnapshot, boom, true, EvCancel},
+		{PhaseCutover, boom, true, EvCancel},
+		{PhaseClaim, boom, true, EvFailed}, // too late to cancel: the claim's failure is stuck
+		{PhaseCleanup, boom, false, EvFailed},
 	} {
-		m := at(t, tc.phase, tc.released)
+		m := at(t, tc.phase)
 		if got := m.Failure(tc.err, tc.cancel); got != tc.want {
-			t.Errorf("%s (released %v), error %v, cancel asked %v: %q, want %q", tc.phase, tc.released, tc.err, tc.cancel, got, tc.want)
+			t.Errorf("%s, error %v, cancel asked %v: %q, want %q", tc.phase, tc.err, tc.cancel, got, tc.want)
 		}
 	}
-	for p, want := range map[Phase]bool{PhaseSnapshot: true, PhaseCutover: true, PhaseRollback: true, PhaseCleanup: false} {
+	for p, want := range map[Phase]bool{PhaseSnapshot: true, PhaseCutover: true, PhaseRollback: true, PhaseClaim: false, PhaseCleanup: false} {
 		if p.Cancellable() != want {
 			t.Errorf("%s cancellable: %v, want %v", p, !want, want)
 		}

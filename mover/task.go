@@ -149,6 +149,8 @@ type task struct {
 	prober      *throttle.Prober
 	probed      []throttle.Server
 	cutoverHeld atomic.Bool // by HoldCutover
+
+	claimer *cutover.Claimer // between the source's release and the claim
 }
 
 // copyStats count what the feeder copied, for progress reports and the summary.
@@ -196,6 +198,7 @@ func (t *task) run(ctx, cancellable context.Context) error {
 		PhaseSnapshot:  t.snapshot,
 		PhaseCatchUp:   t.catchUp,
 		PhaseCutover:   t.cutover,
+		PhaseClaim:     t.claim,
 		PhaseCleanup:   t.cleanup,
 		PhaseRollback:  t.rollBack,
 	}
@@ -203,6 +206,9 @@ func (t *task) run(ctx, cancellable context.Context) error {
 	var probing sync.WaitGroup
 	probing.Go(func() { t.prober.Run(probeCtx) })
 	defer func() {
+		if t.claimer != nil { // the machine did not let the claim run: a bug
+			t.log.Error("released, never claimed: the source is unpaused and the slots left to fix", "error", t.claimer.Abandon())
+		}
 		stopProbes()
 		probing.Wait()
 		for _, s := range t.probed {
@@ -627,17 +633,48 @@ func (t *task) fence(f *feeder) cutover.Fence {
 	return fence
 }
 
-// cutover makes one attempt at the switch (cutover.Switch).
+// cutover makes one attempt at the switch, up to the source's release
+// (cutover.Release).
 func (t *task) cutover(ctx context.Context) (Event, error) {
 	f := t.copy.f
 	t.gate.Bypass(true)
 	defer t.gate.Bypass(false)
-	res, err := cutover.Switch(ctx, cutover.Nodes{
+	c, res, err := cutover.Release(ctx, cutover.Nodes{
 		Source: t.p.source, Target: t.p.target, SourceID: t.p.sourceID, TargetID: t.p.targetID, Others: t.p.others,
 	}, cutover.Plan{Slots: t.opts.Slots, PauseBudget: t.opts.PauseBudget, FenceTimeout: t.opts.FenceTimeout,
 		SetSlotBlocks: t.p.setSlotBlocks, AfterRelease: t.opts.Hooks.AfterRelease, BeforeClaim: t.unlock},
 		t.fence(f),
 		f.freeze)
+	if c != nil {
+		t.claimer = c
+		return EvSourceReleased, nil
+	}
+	t.attempted(res, err)
+	switch {
+	case res.Released:
+		return EvSourceReleased, err // half-way: stuck
+	case errors.Is(err, cutover.ErrFenceMissed):
+		return EvFenceMissed, err
+	default:
+		return "", err
+	}
+}
+
+// claim finishes the attempt the cutover released: the target claims the
+// slots (cutover.Claimer).
+func (t *task) claim(ctx context.Context) (Event, error) {
+	c := t.claimer
+	t.claimer = nil
+	res, err := c.Claim(ctx)
+	t.attempted(res, err)
+	if err != nil {
+		return "", err
+	}
+	return EvSwitched, nil
+}
+
+// attempted records how a cutover attempt went.
+func (t *task) attempted(res cutover.Result, err error) {
 	if h := t.opts.Hooks.OnCutover; h != nil {
 		h(res, err)
 	}
@@ -651,19 +688,6 @@ func (t *task) cutover(ctx context.Context) (Event, error) {
 		"pause", res.Pause, "fence_wait", res.FenceWait, "release", res.Release, "catch_up", res.CatchUp, "claim", res.Claim, "no_owner", res.NoOwner, "rest", res.Rest(), "released", res.Released, "error", err)
 	if res.NotTold != nil {
 		t.log.Warn("masters not told of the new owner; they learn it by gossip", "error", res.NotTold)
-	}
-	switch {
-	case res.Released:
-		// A fact the moment it happens: a failure of the claim is stuck.
-		t.step(EvSourceReleased, nil)
-		if err != nil {
-			return "", err
-		}
-		return EvSwitched, nil
-	case errors.Is(err, cutover.ErrFenceMissed):
-		return EvFenceMissed, err
-	default:
-		return "", err
 	}
 }
 

@@ -173,11 +173,19 @@ func (l *Local) start(e *entry, sourceAddr string) {
 	opts.TaskID = e.rec.ID
 	opts.Logger = l.log
 	opts.Progress = func(p mover.Progress) {
-		l.update(e.rec.ID, func(t *Task) {
+		change := func(t *Task) {
 			t.setPhase(string(p.Phase))
 			t.KeysCopied, t.BytesCopied, t.LagBytes = p.KeysCopied, p.BytesCopied, max(p.Lag, 0)
 			t.held(p)
-		})
+		}
+		if p.Phase == mover.PhaseClaim {
+			// Neither node serves the slots until the claim ends: STATUS
+			// sees it, but OnChange's journal fsync and NATS round trip
+			// wait for the next report.
+			l.change(e.rec.ID, change)
+			return
+		}
+		l.update(e.rec.ID, change)
 	}
 	l.tasks[e.rec.ID] = e
 	l.order = append(l.order, e.rec.ID)
@@ -215,14 +223,19 @@ func (l *Local) start(e *entry, sourceAddr string) {
 
 // update changes a task's record and reports the new record.
 func (l *Local) update(id string, change func(*Task)) {
-	l.mu.Lock()
-	e := l.tasks[id]
-	change(&e.rec)
-	rec := e.rec
-	l.mu.Unlock()
+	rec := l.change(id, change)
 	if l.cfg.OnChange != nil {
 		l.cfg.OnChange(rec)
 	}
+}
+
+// change changes a task's record in memory alone, and returns it.
+func (l *Local) change(id string, change func(*Task)) Task {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.tasks[id]
+	change(&e.rec)
+	return e.rec
 }
 
 // Status returns the task with that ID, or every task (oldest first) for "".

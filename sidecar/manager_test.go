@@ -112,6 +112,15 @@ func TestImportFromTwoSources(t *testing.T) {
 		if !slices.Contains(got, "snapshot") || !slices.Contains(got, "cutover") || got[len(got)-1] != "done" {
 			t.Fatalf("task %s went through phases %v", task.ID, got)
 		}
+		// The claim is in the record's history, but no OnChange told of
+		// it: the journal and NATS wait while the slots have no owner.
+		var history []string
+		for _, pc := range task.Phases {
+			history = append(history, pc.Phase)
+		}
+		if i := slices.Index(history, "claim"); i < 1 || i+1 >= len(history) || history[i-1] != "cutover" || history[i+1] != "cleanup" || slices.Contains(got, "claim") {
+			t.Fatalf("task %s: history %v, told of %v; want a claim between cutover and cleanup, never told", task.ID, history, got)
+		}
 	}
 	if err := c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second); err != nil {
 		t.Fatal(err)
