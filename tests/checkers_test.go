@@ -97,11 +97,9 @@ func TestWriterChecksCatchPlantedFaults(t *testing.T) {
 		t.Fatalf("the control run: %d acknowledged; problems %v", v.ops, p)
 	}
 
-	// One acknowledged write dropped from the server.
+	// One acknowledged write dropped from the server: the control run
+	// incremented each counter twice, with no error.
 	dropped := counterKey(7)
-	if w.unknown[7] != 0 || w.acked[7] == 0 {
-		t.Fatalf("%s: %d acknowledged, %d unknown: pick another counter", dropped, w.acked[7], w.unknown[7])
-	}
 	if err := w.cc.Decr(ctx, dropped).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -138,15 +136,15 @@ func TestWriterChecksCatchPlantedFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(v.bad, []string{dropped}) {
-		t.Errorf("counters reported: %v, want exactly %s (%v)", v.bad, dropped, v.detail)
+	if want := dropped + " = 1, acknowledged 2 (+0 unknown)"; !slices.Equal(v.bad, []string{want}) {
+		t.Errorf("counters reported: %v, want exactly %q", v.bad, want)
 	}
 	if v.errorstat["ASK"] != 2 || v.errorstat["TRYAGAIN"] != 1 || v.seen["ASK"] != 1 {
 		t.Errorf("provoked 2 ASK (1 through the writer's client) and 1 TRYAGAIN; counted by the servers %v, by the client %v", v.errorstat, v.seen)
 	}
 	p := strings.Join(v.problems(), "; ")
 	for _, want := range []string{
-		fmt.Sprintf("1 counters lost or gained acknowledged writes: %s = %d, acknowledged %d", dropped, w.acked[7]-1, w.acked[7]),
+		"1 counters lost or gained acknowledged writes: " + dropped + " = 1, acknowledged 2",
 		"the writer's client was answered ASK 1 times",
 		"the servers answered ASK 2 times (errorstats)",
 		"the servers answered TRYAGAIN 1 times (errorstats)",

@@ -18,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/slotmover/slotmover/lab/localcluster"
+	"github.com/slotmover/slotmover/lab/writecheck"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/tests/harness"
 )
@@ -122,15 +123,14 @@ func keysIn(keys []string, set *slots.Set) []string {
 // clients saw (go-redis follows MOVED and ASK inside the cluster client,
 // so only a hook on the node clients sees them).
 type writer struct {
-	c       *localcluster.Cluster
-	cc      *redis.ClusterClient
-	stop    context.CancelFunc
-	wg      sync.WaitGroup
-	acked   []int64
-	unknown []int64 // increments that failed: applied or not
-	errs    map[string]int
-	seen    *localcluster.Redirects
-	before  map[string]int64 // the servers' error statistics at the start
+	c      *localcluster.Cluster
+	cc     *redis.ClusterClient
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+	tally  *writecheck.Tally
+	errs   map[string]int
+	seen   *localcluster.Redirects
+	before map[string]int64 // the servers' error statistics at the start
 	// tolerated errors of a kind, up to a count (see tolerate)
 	tolerated map[string]int
 	bounces   int // writes the client gave up on between source and target, then retried
@@ -165,7 +165,7 @@ func startWriter(t *testing.T, c *localcluster.Cluster, maxOps int) *writer {
 	}
 	cc, seen := localcluster.RedirectCountingClient(c)
 	ctx, cancel := context.WithTimeout(context.Background(), writerTimeout)
-	w := &writer{c: c, cc: cc, stop: cancel, acked: make([]int64, counters), unknown: make([]int64, counters),
+	w := &writer{c: c, cc: cc, stop: cancel, tally: writecheck.NewTally(counters, counterKey),
 		errs: map[string]int{}, seen: seen, before: before, tolerated: map[string]int{}}
 	t.Cleanup(func() { w.halt(); cc.Close() })
 	w.wg.Add(1)
@@ -186,14 +186,12 @@ func startWriter(t *testing.T, c *localcluster.Cluster, maxOps int) *writer {
 					err = cc.Incr(ctx, counterKey(c)).Err()
 				}
 			}
+			w.tally.Note(c, err)
 			switch {
 			case err == nil:
-				w.acked[c]++
 			case ctx.Err() != nil:
-				w.unknown[c]++
 				return
 			default:
-				w.unknown[c]++
 				w.errs[strings.SplitN(err.Error(), " ", 2)[0]]++
 				time.Sleep(time.Millisecond)
 			}
@@ -216,8 +214,7 @@ func (w *writer) halt() {
 // writerVerdict is what a writer's run shows.
 type writerVerdict struct {
 	ops       int64            // acknowledged increments
-	bad       []string         // counters that lost or gained increments, "counter:N"
-	detail    []string         // the same, with their values
+	bad       []string         // counters that lost or gained increments, with their values
 	errs      map[string]int   // errors the writer got, by prefix
 	seen      map[string]int64 // redirect replies its node clients got, by kind
 	errorstat map[string]int64 // the servers' ASK and TRYAGAIN counts since the start
@@ -233,25 +230,11 @@ func (w *writer) verdict(ctx context.Context) (writerVerdict, error) {
 			v.errs[kind] = n
 		}
 	}
-	p := w.cc.Pipeline()
-	gets := make([]*redis.StringCmd, counters)
-	for c := range gets {
-		gets[c] = p.Get(ctx, counterKey(c))
-	}
-	if _, err := p.Exec(ctx); err != nil && err != redis.Nil {
+	cv, err := w.tally.Check(ctx, w.cc)
+	if err != nil {
 		return v, fmt.Errorf("read the counters: %w", err)
 	}
-	for c, get := range gets {
-		n, err := get.Int64()
-		if err != nil && err != redis.Nil {
-			return v, fmt.Errorf("read %s: %w", counterKey(c), err)
-		}
-		if n < w.acked[c] || n > w.acked[c]+w.unknown[c] {
-			v.bad = append(v.bad, counterKey(c))
-			v.detail = append(v.detail, fmt.Sprintf("%s = %d, acknowledged %d (+%d unknown)", counterKey(c), n, w.acked[c], w.unknown[c]))
-		}
-		v.ops += w.acked[c]
-	}
+	v.ops, v.bad = cv.Acked, cv.Wrong
 	after, err := w.c.ErrorStats(ctx)
 	if err != nil {
 		return v, err
@@ -275,7 +258,7 @@ func (w *writer) verdict(ctx context.Context) (writerVerdict, error) {
 func (v writerVerdict) problems() []string {
 	var out []string
 	if len(v.bad) > 0 {
-		out = append(out, fmt.Sprintf("%d counters lost or gained acknowledged writes: %s", len(v.bad), strings.Join(v.detail[:min(5, len(v.detail))], "; ")))
+		out = append(out, fmt.Sprintf("%d counters lost or gained acknowledged writes: %s", len(v.bad), strings.Join(v.bad[:min(5, len(v.bad))], "; ")))
 	}
 	if v.ops == 0 {
 		out = append(out, "the writer got no write acknowledged: it tested nothing")

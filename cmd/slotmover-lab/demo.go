@@ -21,6 +21,7 @@ import (
 	"github.com/slotmover/slotmover/internal/command"
 	"github.com/slotmover/slotmover/internal/planview"
 	"github.com/slotmover/slotmover/lab/localcluster"
+	"github.com/slotmover/slotmover/lab/writecheck"
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/natsapi"
 	"github.com/slotmover/slotmover/planner"
@@ -189,16 +190,18 @@ func runDemo(ctx context.Context, out io.Writer, keys, bigElements, parallel int
 	took := time.Since(start)
 	stopWriter()
 	work := <-written
-	sum := &demoSummary{Moves: results, Seconds: took.Seconds(), Writes: work.acked(), Unknown: len(work.unknown), Redirects: seen.Counts(), KeysChecked: len(typed)}
+	sum := &demoSummary{Moves: results, Seconds: took.Seconds(), Writes: work.acked, Unknown: work.unknown, Redirects: seen.Counts(), KeysChecked: len(typed)}
 	planview.Print(out, results, false)
 	for _, r := range results {
 		if r.Result == mover.ResultMoved {
 			sum.Moved++
 		}
 	}
-	if sum.Lost, err = checkCounters(ctx, cc, work); err != nil {
+	wv, err := work.tally.Check(ctx, cc)
+	if err != nil {
 		return nil, d, fmt.Errorf("check the workload's writes: %w", err)
 	}
+	sum.Lost = len(wv.Wrong)
 	cerr := before.Compare(ctx, cc)
 	sum.KeysEqual = cerr == nil
 	sum.Imbalance[0] = p.Before.Imbalance
@@ -294,14 +297,13 @@ func loadSample(ctx context.Context, cc *redis.ClusterClient, n int) error {
 }
 
 // workload is what writeCounters did: it incremented counter:i once for
-// each i < n. Those in unknown were answered by an error instead of a
-// reply (a dropped connection, a timeout): they may have landed or not.
+// each i it noted in tally; unknown of them were answered by an error
+// instead of a reply (a dropped connection, a timeout), and may have
+// landed or not.
 type workload struct {
-	n       int
-	unknown map[int]bool
+	tally          *writecheck.Tally
+	acked, unknown int
 }
-
-func (w workload) acked() int { return w.n - len(w.unknown) }
 
 // incrOnce is an INCR the client sends only once: go-redis sends again a
 // command whose reply it lost, and an INCR that had landed would count
@@ -317,21 +319,24 @@ func (incrOnce) NoRetry() bool { return true }
 // is not: its counter is noted as unknown and the next one follows.
 func writeCounters(ctx context.Context, cc *redis.ClusterClient) workload {
 	deadline := time.Now().Add(10 * time.Minute)
-	w := workload{unknown: map[int]bool{}}
-	for ctx.Err() == nil && time.Now().Before(deadline) {
-		err := cc.Process(ctx, incrOnce{redis.NewIntCmd(ctx, "incr", counterName(w.n))})
+	w := workload{tally: writecheck.NewTally(0, counterName)}
+	for n := 0; ctx.Err() == nil && time.Now().Before(deadline); {
+		err := cc.Process(ctx, incrOnce{redis.NewIntCmd(ctx, "incr", counterName(n))})
 		var refused redis.Error
 		switch {
 		case err == nil:
-			w.n++
+			w.tally.Note(n, nil)
+			w.acked++
+			n++
 			continue
 		case ctx.Err() != nil:
 			return w // stopped: counter:n is not checked, whatever became of it
 		case errors.As(err, &refused):
 			// Nothing landed: the same counter again.
 		default:
-			w.unknown[w.n] = true
-			w.n++
+			w.tally.Note(n, err)
+			w.unknown++
+			n++
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -339,33 +344,3 @@ func writeCounters(ctx context.Context, cc *redis.ClusterClient) workload {
 }
 
 func counterName(i int) string { return fmt.Sprint("counter:", i) }
-
-// checkCounters reads the workload's counters and returns how many hold
-// a value its writes do not explain: 1 for an acknowledged increment, 0
-// or 1 for an unknown one. A counter it cannot read is an error, not a
-// loss.
-func checkCounters(ctx context.Context, cc *redis.ClusterClient, w workload) (int, error) {
-	const batch = 1000
-	lost := 0
-	for i := 0; i < w.n; i += batch {
-		p := cc.Pipeline()
-		var gets []*redis.StringCmd
-		for j := i; j < min(i+batch, w.n); j++ {
-			gets = append(gets, p.Get(ctx, counterName(j)))
-		}
-		p.Exec(ctx) // each GET's error is read below: redis.Nil is a counter never written
-		for k, g := range gets {
-			v, err := g.Int()
-			switch {
-			case err == redis.Nil:
-				v = 0
-			case err != nil:
-				return 0, fmt.Errorf("read %s: %w", counterName(i+k), err)
-			}
-			if v != 1 && !(v == 0 && w.unknown[i+k]) {
-				lost++
-			}
-		}
-	}
-	return lost, nil
-}

@@ -2,17 +2,15 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/slotmover/slotmover/lab/localcluster"
+	"github.com/slotmover/slotmover/lab/writecheck"
 )
 
 // Counters is how many counters the background load increments; their
@@ -49,11 +47,10 @@ func serverRedirects(ctx context.Context, c *localcluster.Cluster) (Redirects, e
 // load increments counters over all slots at a steady rate through a
 // cluster client, and remembers what each counter must hold afterwards.
 type load struct {
-	cc      *redis.ClusterClient
-	acked   [Counters]atomic.Int64 // increments the server acknowledged
-	unknown [Counters]atomic.Int64 // increments that failed: applied or not
-	errs    atomic.Int64
-	seen    struct{ moved, ask, tryagain atomic.Int64 } // replies seen by the node clients
+	cc    *redis.ClusterClient
+	tally *writecheck.Tally
+	errs  atomic.Int64
+	seen  *localcluster.Redirects // replies seen by the node clients
 
 	// The round trips of the INCRs, per worker, before and after markDuring.
 	moving     atomic.Bool
@@ -66,22 +63,20 @@ type load struct {
 	wg   sync.WaitGroup
 }
 
-// newLoad builds the client. go-redis follows MOVED and ASK inside the
-// cluster client, so a hook there never sees them; but each hop is a call
-// of a node client, whose hooks see the redirect reply. Hooks are added as
-// node clients are made, so they must be registered before the first command.
+// newLoad builds the client, its redirects counted (go-redis follows MOVED
+// and ASK inside the cluster client).
 func newLoad(c *localcluster.Cluster) *load {
 	addrs := make([]string, len(c.Nodes))
 	for i, s := range c.Nodes {
 		addrs[i] = s.Addr
 	}
-	l := &load{}
+	l := &load{tally: writecheck.NewTally(Counters, CounterName)}
 	l.cc = redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs:        addrs,
 		MaxRedirects: 16, // a reshard can bounce a key between ASK and MOVED more than the default 3 times
 		ReadTimeout:  10 * time.Second,
 	})
-	l.cc.OnNewNode(func(n *redis.Client) { n.AddHook(redirectHook{l}) })
+	l.seen = localcluster.CountRedirects(l.cc)
 	return l
 }
 
@@ -139,14 +134,13 @@ func (l *load) incr(ctx context.Context, c int, rtt *[2][]time.Duration) {
 		phase = 1
 	}
 	rtt[phase] = append(rtt[phase], time.Since(t0))
+	l.tally.Note(c, err)
 	if err == nil {
-		l.acked[c].Add(1)
 		if moving {
 			l.duringOps.Add(1)
 		}
 		return
 	}
-	l.unknown[c].Add(1)
 	if ctx.Err() == nil {
 		l.errs.Add(1)
 		time.Sleep(time.Millisecond)
@@ -201,76 +195,16 @@ func (l *load) finish() {
 	l.finishedAt = time.Now()
 }
 
-// check reads every counter and returns the acknowledged increments that
-// are missing and the increments that were never sent.
+// check reads every counter and returns the acknowledged increments, those
+// missing, and the increments that were never sent.
 func (l *load) check(ctx context.Context) (ops, lost, extra int64, err error) {
-	p := l.cc.Pipeline()
-	cmds := make([]*redis.StringCmd, Counters)
-	for i := range cmds {
-		cmds[i] = p.Get(ctx, CounterName(i))
-	}
-	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return 0, 0, 0, fmt.Errorf("read counters: %w", err)
-	}
-	for i, cmd := range cmds {
-		v, err := cmd.Int64()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return 0, 0, 0, fmt.Errorf("read %s: %w", CounterName(i), err)
-		}
-		acked, unknown := l.acked[i].Load(), l.unknown[i].Load()
-		ops += acked
-		if v < acked {
-			lost += acked - v
-		}
-		if v > acked+unknown {
-			extra += v - acked - unknown
-		}
-	}
-	return ops, lost, extra, nil
+	v, err := l.tally.Check(ctx, l.cc)
+	return v.Acked, v.Lost, v.Extra, err
 }
 
 func (l *load) redirects() Redirects {
-	return Redirects{Moved: l.seen.moved.Load(), Ask: l.seen.ask.Load(), TryAgain: l.seen.tryagain.Load()}
+	n := l.seen.Counts()
+	return Redirects{Moved: n["MOVED"], Ask: n["ASK"], TryAgain: n["TRYAGAIN"]}
 }
 
 func (l *load) close() { l.cc.Close() }
-
-// redirectHook counts the redirect replies a node client gets.
-type redirectHook struct{ l *load }
-
-func (h redirectHook) DialHook(next redis.DialHook) redis.DialHook {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) { return next(ctx, network, addr) }
-}
-
-func (h redirectHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		h.note(err)
-		return err
-	}
-}
-
-func (h redirectHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		err := next(ctx, cmds)
-		for _, c := range cmds {
-			h.note(c.Err())
-		}
-		return err
-	}
-}
-
-func (h redirectHook) note(err error) {
-	if err == nil {
-		return
-	}
-	s := err.Error()
-	switch {
-	case strings.HasPrefix(s, "MOVED "):
-		h.l.seen.moved.Add(1)
-	case strings.HasPrefix(s, "ASK "):
-		h.l.seen.ask.Add(1)
-	case strings.HasPrefix(s, "TRYAGAIN"):
-		h.l.seen.tryagain.Add(1)
-	}
-}

@@ -48,10 +48,15 @@ func RedirectCountingClient(c *Cluster) (*redis.ClusterClient, *Redirects) {
 	// and forth between the two until the claim lands (docs/operations.md, Cutover).
 	opts.MaxRedirects = 5
 	cc := redis.NewClusterClient(&opts)
+	return cc, CountRedirects(cc)
+}
+
+// CountRedirects counts the redirect replies cc's node clients get. Call
+// it before cc's first command: node clients are made as they are needed.
+func CountRedirects(cc *redis.ClusterClient) *Redirects {
 	seen := &Redirects{counts: map[string]int64{}}
-	// Before the first command: node clients are made as they are needed.
 	cc.OnNewNode(func(n *redis.Client) { n.AddHook(redirectHook{seen}) })
-	return cc, seen
+	return seen
 }
 
 type redirectHook struct{ r *Redirects }
