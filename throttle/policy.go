@@ -27,7 +27,7 @@ type node struct {
 	recent   [recentProbes]time.Duration
 	n, next  int
 	hotUntil time.Time
-	hotRTT   time.Duration
+	hotTook  time.Duration
 }
 
 const (
@@ -79,9 +79,9 @@ func (p *Policy) node(name string) *node {
 }
 
 // Baseline takes a server's probe times before the move.
-func (p *Policy) Baseline(name string, rtts []time.Duration) {
+func (p *Policy) Baseline(name string, took []time.Duration) {
 	n := p.node(name)
-	n.idle = percentile(rtts, 0.99)
+	n.idle = percentile(took, 0.99)
 	n.limit = p.limitOf(n.idle)
 }
 
@@ -91,13 +91,13 @@ func (p *Policy) limitOf(idle time.Duration) time.Duration {
 }
 
 // Observe takes how long one probe of a server took, at now.
-func (p *Policy) Observe(name string, rtt time.Duration, now time.Time) {
+func (p *Policy) Observe(name string, took time.Duration, now time.Time) {
 	n := p.node(name)
-	n.recent[n.next] = rtt
+	n.recent[n.next] = took
 	n.next = (n.next + 1) % recentProbes
 	n.n = min(n.n+1, recentProbes)
-	if rtt > p.budget.WithDefaults().MaxEvent {
-		n.hotUntil, n.hotRTT = now.Add(min(max(rtt, coolDown), maxCoolDown)), rtt
+	if took > p.budget.WithDefaults().MaxEvent {
+		n.hotUntil, n.hotTook = now.Add(min(max(took, coolDown), maxCoolDown)), took
 	}
 }
 
@@ -109,7 +109,7 @@ func (p *Policy) Verdict(now time.Time) (hold bool, why string) {
 	for _, name := range p.order {
 		n := p.nodes[name]
 		if now.Before(n.hotUntil) {
-			return true, fmt.Sprintf("a probe of %s took %s (max event %s)", name, n.hotRTT.Round(time.Microsecond), p.budget.MaxEvent)
+			return true, fmt.Sprintf("a probe of %s took %s (max event %s)", name, n.hotTook.Round(time.Microsecond), p.budget.MaxEvent)
 		}
 		if n.idle == 0 || n.n < minProbes {
 			continue
