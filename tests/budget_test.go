@@ -196,8 +196,7 @@ func (h *lateReader) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 func TestPausedMoveAndHeldCutover(t *testing.T) {
 	c := fourMasters(t)
 	ctx := testContext(t, 3*time.Minute)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-5460")
 	keys := loadSmall(t, cc, 20_000, set)
 	w := startWriter(t, c, 2_000_000)

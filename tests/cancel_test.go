@@ -31,8 +31,7 @@ func TestSourceReplIDChangeCancelsMove(t *testing.T) {
 	t.Run("DEBUG CHANGE-REPL-ID", func(t *testing.T) {
 		c := fourMasters(t)
 		ctx := testContext(t, 2*time.Minute)
-		cc := c.Client()
-		defer cc.Close()
+		cc := clusterClient(t, c)
 		set := mustSlots(t, "0-5460")
 		moved := keysIn(load(t, cc, 5_000, set), set)
 		before, err := localcluster.Capture(ctx, cc, moved)
@@ -57,8 +56,7 @@ func TestSourceReplIDChangeCancelsMove(t *testing.T) {
 	t.Run("failover of the source", func(t *testing.T) {
 		c := fourMasters(t)
 		ctx := testContext(t, 2*time.Minute)
-		cc := c.Client()
-		defer cc.Close()
+		cc := clusterClient(t, c)
 		set := mustSlots(t, "0-5460")
 		moved := keysIn(load(t, cc, 5_000, set), set)
 		replica := addReplica(t, c, 0)
@@ -155,15 +153,7 @@ func assertReplIDRollback(t *testing.T, c *localcluster.Cluster, set *slots.Set,
 	}
 	target := c.Nodes[3].Client()
 	defer target.Close()
-	counts, err := cluster.CountKeys(ctx, target, set.Slots())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, n := range counts {
-		if n != 0 {
-			t.Fatalf("the rolled-back target keeps %d keys of slot %d", n, set.Slots()[i])
-		}
-	}
+	assertTargetHoldsNone(t, ctx, target, set)
 	if err := c.WaitOwner(ctx, set, owner, 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -219,8 +209,7 @@ func replID(ctx context.Context, c *redis.Client) (string, error) {
 func TestFlushAllCancelsMove(t *testing.T) {
 	c := fourMasters(t)
 	ctx := testContext(t, 2*time.Minute)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	load(t, cc, 5000, mustSlots(t, "0-5460"))
 	source := c.Nodes[0].Client()
 	defer source.Close()
@@ -283,8 +272,7 @@ func TestFlushAllDuringSnapshotLeavesTargetEmpty(t *testing.T) {
 	// purge, not a flush of the whole node.
 	c := harness.ClusterT(t, []string{"0-5460", "5461-10922", "10923-16000", "16001-16383"}, localcluster.Options{})
 	ctx := testContext(t, 4*time.Minute)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	source, target := c.Nodes[0].Client(), c.Nodes[3].Client()
 	defer source.Close()
 	defer target.Close()
@@ -372,8 +360,7 @@ func TestFlushAllDuringSnapshotLeavesTargetEmpty(t *testing.T) {
 func TestFlushDBCancelsMove(t *testing.T) {
 	c := fourMasters(t)
 	ctx := testContext(t, 2*time.Minute)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-5460")
 	load(t, cc, 2_000, set)
 	source := c.Nodes[0].Client()
@@ -401,6 +388,21 @@ func TestFlushDBCancelsMove(t *testing.T) {
 	if sum.KeysCopied == 0 {
 		t.Fatal("the move copied nothing before the FLUSHDB: the rollback removed nothing")
 	}
+	assertTargetHoldsNone(t, ctx, target, set)
+	if err := c.WaitOwner(ctx, set, c.IDs[0], 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := source.DBSize(ctx).Result(); err != nil || n != 0 {
+		t.Fatalf("the source holds %d keys after its FLUSHDB (%v)", n, err)
+	}
+	assertNoOrphans(t, c)
+	t.Logf("move: %s: %s", sum.Result, sum.Error)
+}
+
+// assertTargetHoldsNone fails unless the target holds no key of the slots:
+// a rolled-back move removed every key it had copied.
+func assertTargetHoldsNone(t *testing.T, ctx context.Context, target *redis.Client, set *slots.Set) {
+	t.Helper()
 	counts, err := cluster.CountKeys(ctx, target, set.Slots())
 	if err != nil {
 		t.Fatal(err)
@@ -410,12 +412,4 @@ func TestFlushDBCancelsMove(t *testing.T) {
 			t.Fatalf("the rolled-back target keeps %d keys of slot %d", n, set.Slots()[i])
 		}
 	}
-	if err := c.WaitOwner(ctx, set, c.IDs[0], 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := source.DBSize(ctx).Result(); err != nil || n != 0 {
-		t.Fatalf("the source holds %d keys after its FLUSHDB (%v)", n, err)
-	}
-	assertNoOrphans(t, c)
-	t.Logf("move: %s: %s", sum.Result, sum.Error)
 }

@@ -27,8 +27,7 @@ func TestBigKeyCommandsFitTheChunkTime(t *testing.T) {
 func bigKeyCommandsFitTheChunkTime(t *testing.T, path string) {
 	c := fourMasters(t)
 	ctx := testContext(t, 3*time.Minute)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-9")
 	tag := tagIn(set, 0)
 	fat, thin, wide := tag+"fat-hash", tag+"thin-zset", tag+"wide-set"

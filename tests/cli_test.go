@@ -30,8 +30,7 @@ import (
 func TestCLIRefusesExtraArguments(t *testing.T) {
 	c := harness.ClusterT(t, []string{"0-16383", ""}, localcluster.Options{})
 	ctx := testContext(t, 2*time.Minute)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	asked := mustSlots(t, "0-10,20-30")
 	keys := append(fillMoved(t, ctx, cc, mustSlots(t, "0-10"), 1), fillMoved(t, ctx, cc, mustSlots(t, "20-30"), 1)...)
 	source := c.Nodes[0].Client()
@@ -354,8 +353,7 @@ func TestCLITLSClientCertificate(t *testing.T) {
 	if err == nil {
 		t.Fatal("a client without a certificate was served: the servers do not ask for one, the test would test nothing")
 	}
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-3000")
 	keys := fillMoved(t, ctx, cc, set, 2)
 	held, err := localcluster.Capture(ctx, cc, keys)

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/internal/info"
 	"github.com/slotmover/slotmover/lab/localcluster"
@@ -58,8 +57,7 @@ func TestMultiKeyWritesDuringMove(t *testing.T) {
 func multiKeyWritesDuringMove(t *testing.T, path string) {
 	c := fourMasters(t)
 	ctx := testContext(t, 3*time.Minute)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-5460")
 	bigIn := set
 	if path == mover.SnapshotKeys {
@@ -205,8 +203,7 @@ func multiKeyWritesDuringMove(t *testing.T, path string) {
 func TestResyncDuringThePause(t *testing.T) {
 	c := fourMasters(t)
 	ctx := testContext(t, time.Minute)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-99")
 	a, b := tagIn(set, 0)+"a", tagIn(set, 0)+"b"
 	if err := cc.Set(ctx, a, "v", 0).Err(); err != nil {
@@ -301,8 +298,7 @@ func TestResyncDuringThePause(t *testing.T) {
 func TestResyncsOfExpiringAndHotKeys(t *testing.T) {
 	c := fourMasters(t)
 	ctx := context.Background()
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-5460")
 	load(t, cc, 5_000, set)
 	source := c.Nodes[0].Client()
@@ -368,15 +364,7 @@ func TestResyncsOfExpiringAndHotKeys(t *testing.T) {
 	case hot.Result == mover.ResultRolledBack && strings.Contains(hot.Error, "no cutover after"):
 		target := c.Nodes[1].Client()
 		defer target.Close()
-		counts, err := cluster.CountKeys(ctx, target, set.Slots())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, n := range counts {
-			if n != 0 {
-				t.Fatalf("the rolled-back target keeps %d keys of slot %d", n, set.Slots()[i])
-			}
-		}
+		assertTargetHoldsNone(t, ctx, target, set)
 	default:
 		t.Fatalf("move under a hot LMOVE: %s: %s", hot.Result, hot.Error)
 	}
@@ -426,8 +414,7 @@ func moveHeldInCatchUp(t *testing.T, c *localcluster.Cluster, set *slots.Set, tu
 func TestWaitNeverCountsTheMove(t *testing.T) {
 	c := fourMasters(t)
 	ctx := testContext(t, 2*time.Minute)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-999")
 	load(t, cc, 2_000, set)
 	source := c.Nodes[0].Client()
@@ -515,8 +502,7 @@ func TestWaitNeverCountsTheMove(t *testing.T) {
 func TestCrossSlotWriteIntoMovingSlot(t *testing.T) {
 	c := fourMasters(t)
 	ctx := testContext(t, 2*time.Minute)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-2000")
 	moved := keysIn(load(t, cc, 5_000, set), set)
 	source := c.Nodes[0].Client()
@@ -652,8 +638,7 @@ func TestMoreMultiKeyDeltaCommands(t *testing.T) {
 func moreMultiKeyDeltaCommands(t *testing.T, path string) {
 	c := fourMasters(t)
 	ctx := testContext(t, 3*time.Minute)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-2000")
 	bigIn := set
 	if path == mover.SnapshotKeys {

@@ -28,8 +28,7 @@ import (
 func TestFixUndoesAKilledMove(t *testing.T) {
 	c := fourMasters(t)
 	ctx := context.Background()
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	load(t, cc, 5000, mustSlots(t, "0-5460"))
 	// Enough plain keys in the moved shard for a snapshot that lasts a while.
 	source := c.Nodes[0].Client()
@@ -104,8 +103,7 @@ func TestFixGivesAReleasedMoveBack(t *testing.T) {
 func fixGivesBack(t *testing.T, form string) {
 	c := fourMasters(t)
 	ctx := context.Background()
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-99")
 	keys := load(t, cc, 5000, set)
 	moved := keysIn(keys, set)
@@ -247,8 +245,7 @@ func TestFixKeepsKeysWhenTheTargetDies(t *testing.T) {
 		return strings.Contains(rc.Info(ctx, "replication").Val(), "master_link_status:up")
 	})
 
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-99")
 	moved := keysIn(load(t, cc, 3000, set), set)
 	source, target := c.Nodes[0].Client(), c.Nodes[1].Client()
@@ -336,8 +333,7 @@ func TestFixKeepsKeysWhenTheTargetDies(t *testing.T) {
 func TestFixRefusesASlotImportedTwice(t *testing.T) {
 	c := fourMasters(t)
 	ctx := context.Background()
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	load(t, cc, 2000, mustSlots(t, "0-99"))
 	for _, i := range []int{1, 3} {
 		n := c.Nodes[i].Client()
@@ -729,8 +725,7 @@ func mustWait(t *testing.T, err error) {
 func TestFixDryRunChangesNothing(t *testing.T) {
 	c := fourMasters(t)
 	ctx := testContext(t, 3*time.Minute)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	A, B, C, D := c.Nodes[0].Addr, c.Nodes[1].Addr, c.Nodes[2].Addr, c.Nodes[3].Addr
 	rolled, given, orphaned := mustSlots(t, "0-49"), mustSlots(t, "6000-6049"), mustSlots(t, "11000-11009")
 	rk, gk, ok := fixKeys(t, rolled, 4), fixKeys(t, given, 4), fixKeys(t, orphaned, 4)
@@ -804,8 +799,7 @@ func TestFixDryRunChangesNothing(t *testing.T) {
 func TestFixForceGoesPastAHangingMove(t *testing.T) {
 	c := fourMasters(t)
 	ctx := testContext(t, 3*time.Minute)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	C, D := c.Nodes[2].Addr, c.Nodes[3].Addr
 	rolled := mustSlots(t, "0-49")
 	keys := fixKeys(t, rolled, 4)
@@ -873,8 +867,7 @@ func TestFixForceGoesPastAHangingMove(t *testing.T) {
 func TestFixExitStatus(t *testing.T) {
 	c := fourMasters(t)
 	ctx := testContext(t, 3*time.Minute)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	B, D := c.Nodes[1].Addr, c.Nodes[3].Addr
 	owner := c.Nodes[1].Client()
 	defer owner.Close()
@@ -1048,8 +1041,7 @@ func TestFixWithAMasterDown(t *testing.T) {
 	opts := localcluster.Options{Config: []string{"cluster-node-timeout 30000", "cluster-require-full-coverage no"}}
 	c := harness.ClusterT(t, []string{"0-5460", "5461-10922", "10923-16383", ""}, opts)
 	ctx := testContext(t, 3*time.Minute)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	A, B, C, D := c.Nodes[0].Addr, c.Nodes[1].Addr, c.Nodes[2].Addr, c.Nodes[3].Addr
 	rolled, orphaned, orphanedA := mustSlots(t, "0-49"), mustSlots(t, "6000-6009"), mustSlots(t, "100-109")
 	rk, ok, oka := fixKeys(t, rolled, 4), fixKeys(t, orphaned, 4), fixKeys(t, orphanedA, 4)
@@ -1202,8 +1194,7 @@ func TestFixFinishesAnInterruptedClaim(t *testing.T) {
 	if guarded, err := cutover.SetSlotBlocks(ctx, source); err != nil || !guarded {
 		t.Fatalf("%s is not a server whose release is guarded (Valkey 8): %v", localcluster.ServerBin, err)
 	}
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	A, D := c.Nodes[0].Addr, c.Nodes[3].Addr
 	inClaim, claimed := mustSlots(t, "0-99"), mustSlots(t, "0-49")
 	untold := mustSlots(t, "200-299")
@@ -1335,8 +1326,7 @@ func TestFixFinishesAGuardedReleaseForward(t *testing.T) {
 	if guarded, err := cutover.SetSlotBlocks(ctx, source); err != nil || !guarded {
 		t.Skipf("only where the release is guarded (Valkey 8): %v", err)
 	}
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-99")
 	moved := keysIn(load(t, cc, 5000, set), set)
 	want, err := localcluster.Capture(ctx, cc, moved)

@@ -28,8 +28,7 @@ import (
 // without a fork.
 func TestKeysSnapshot(t *testing.T) {
 	c := fourMasters(t)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	ctx := testContext(t, 5*time.Minute)
 	keys := load(t, cc, 30_000, mustSlots(t, "5461-10922"))
 	w := startWriter(t, c, 1_000_000)

@@ -30,6 +30,13 @@ func fourMasters(t *testing.T) *localcluster.Cluster {
 	return harness.ClusterT(t, []string{"0-5460", "5461-10922", "10923-16383", ""}, localcluster.Options{})
 }
 
+// clusterClient is a cluster client of c, closed when the test ends.
+func clusterClient(t *testing.T, c *localcluster.Cluster) *redis.ClusterClient {
+	cc := c.Client()
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
 // testContext is a test's context, bounded: a move or a command that
 // hangs fails the test instead of running into the suite's timeout.
 func testContext(t *testing.T, d time.Duration) context.Context {
@@ -320,17 +327,7 @@ func TestMain(m *testing.M) {
 // verbs) and returns its exit code, stdout and stderr.
 func runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binOf(args), args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
-		t.Fatalf("run slotmover: %v", err)
-	}
-	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
+	return runCLIEnv(t, nil, args...)
 }
 
 // binOf is the binary that runs the command line args: the lab's for

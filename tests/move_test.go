@@ -35,8 +35,7 @@ func moveAndCheck(t *testing.T, c *localcluster.Cluster, src, dst int, set *slot
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	moved := keysIn(keys, set)
 	before, err := localcluster.Capture(ctx, cc, moved)
 	if err != nil {
@@ -105,8 +104,7 @@ func assertNoOrphans(t *testing.T, c *localcluster.Cluster) {
 // no ASK, no TRYAGAIN and no error, and lose no write (writer.finish).
 func TestMoveShardUnderLoadBackAndAgain(t *testing.T) {
 	c := fourMasters(t)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-5460")
 	keys := load(t, cc, 50_000, set)
 	ctx := context.Background()
@@ -135,8 +133,7 @@ func TestMoveShardUnderLoadBackAndAgain(t *testing.T) {
 // release, and no acknowledged write may be lost.
 func TestPauseEndedByAnotherClientLosesNoWrite(t *testing.T) {
 	c := fourMasters(t)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-5460")
 	keys := load(t, cc, 10_000, set)
 	w := startWriter(t, c, 2_000_000)
@@ -289,8 +286,7 @@ func TestSameSlotsIntoOneTargetAtOnce(t *testing.T) {
 // readable.
 func TestOverlappingMovesToTwoTargets(t *testing.T) {
 	c := harness.ClusterT(t, []string{"0-5460", "5461-10922", "10923-16383", "", ""}, localcluster.Options{})
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-2000")
 	keys := load(t, cc, 10_000, set)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -375,8 +371,7 @@ var overlapRefusal = regexp.MustCompile(`slot \d+ is importing on \S+ from \S+(:
 // copies gone), the replica must hold every key the target holds.
 func TestCleanupWaitsForTheTargetsReplicas(t *testing.T) {
 	c := fourMasters(t)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	ctx := context.Background()
 	set := mustSlots(t, "0-5460")
 	load(t, cc, 20_000, set)
@@ -462,8 +457,7 @@ func ownerOf(t *testing.T, c *localcluster.Cluster, slot uint16) string {
 // A spec of several ranges and single slots, spread over two sources' data.
 func TestMoveMultiRange(t *testing.T) {
 	c := fourMasters(t)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "100-200,3000,5000-5100")
 	keys := load(t, cc, 50_000, set)
 	w := startWriter(t, c, 1_000_000)
@@ -477,8 +471,7 @@ func TestMoveMultiRange(t *testing.T) {
 // no ASK, no TRYAGAIN, no error and loses nothing.
 func TestConcurrentMovesToOneTarget(t *testing.T) {
 	c := fourMasters(t)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	a, b := mustSlots(t, "0-2000"), mustSlots(t, "6000-8000")
 	keys := load(t, cc, 20_000, a)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -556,8 +549,7 @@ func TestConcurrentMovesToOneTarget(t *testing.T) {
 func TestMoveTunables(t *testing.T) {
 	c := fourMasters(t)
 	ctx := testContext(t, 3*time.Minute)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "100-300")
 	tag := tagIn(set, 7)
 	const bigN, chunk, batch, sleep, budget = 3000, 250, 4, 150 * time.Millisecond, 1700 * time.Millisecond

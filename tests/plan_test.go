@@ -157,8 +157,7 @@ func runApply(t *testing.T, args ...string) (int, string) {
 // the plan is stale: every move refused by the sidecar, nothing changed.
 func TestPlanAddThenApplyThroughSidecars(t *testing.T) {
 	c := fourMasters(t)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	ctx := testContext(t, 3*time.Minute)
 	natsURL := harness.NATS(t)
 	for _, n := range c.Nodes {
@@ -262,8 +261,7 @@ func checkConcurrency(t *testing.T, tasks []sidecar.Task, parallel int) {
 // A drained master ends with no slot and no key.
 func TestPlanDrain(t *testing.T) {
 	c := harness.ClusterT(t, threeSpecs, localcluster.Options{})
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	fillPerMaster(t, cc, threeSpecs, []int{3000, 3000, 3000}, func(int) int { return 100 })
 	// By node ID.
 	path, p := makePlan(t, "--cluster", c.Nodes[0].Addr, "--drain", c.IDs[1])
@@ -333,8 +331,7 @@ func memoryPerMaster(t *testing.T, c *localcluster.Cluster) []int64 {
 // different sizes is evened out by bytes (by keys there is nothing to do).
 func TestPlanByMemory(t *testing.T) {
 	c := harness.ClusterT(t, threeSpecs, localcluster.Options{})
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	fillPerMaster(t, cc, threeSpecs, []int{3000, 3000, 3000}, func(i int) int {
 		if i == 0 {
 			return 4000
@@ -371,8 +368,7 @@ func TestPlanByMemory(t *testing.T) {
 // others go on. Bad requests to plan exit 2.
 func TestPlanDryRunAndStalePlan(t *testing.T) {
 	c := fourMasters(t)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	fillPerMaster(t, cc, append(threeSpecs, ""), []int{3000, 3000, 3000, 0}, func(int) int { return 100 })
 	ctx := testContext(t, 2*time.Minute)
 
@@ -530,8 +526,7 @@ var plainProgress = regexp.MustCompile(`: \w+, keys (\d+)/(\d+), `)
 // count more keys copied than their total.
 func TestPlanFlagsBigKeysInEitherMode(t *testing.T) {
 	c := fourMasters(t)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	fillPerMaster(t, cc, append(threeSpecs, ""), []int{3000, 3000, 3000, 0}, func(int) int { return 100 })
 	big := bigKeysIn(t, cc)
 

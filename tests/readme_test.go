@@ -70,8 +70,7 @@ func TestReadmeACLLine(t *testing.T) {
 func moveAsUser(t *testing.T, args []any) {
 	c := harness.ClusterT(t, []string{"0-16383", ""}, localcluster.Options{})
 	ctx := testContext(t, 2*time.Minute)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-99")
 	keys := fillMoved(t, ctx, cc, set, 2)
 	// Big keys of the types the keys path reads in chunks (its scans).

@@ -25,8 +25,7 @@ import (
 func TestBadInputChangesNothing(t *testing.T) {
 	c := fourMasters(t)
 	ctx := context.Background()
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	load(t, cc, 5000, mustSlots(t, "0-5460"))
 
 	// A master outside the cluster, and a replica inside it.
@@ -112,8 +111,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 func TestFailedMoveRollsBack(t *testing.T) {
 	c := fourMasters(t)
 	ctx := testContext(t, 2*time.Minute)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	load(t, cc, 20_000, mustSlots(t, "0-5460"))
 	before, err := c.Fingerprint(ctx)
 	if err != nil {
@@ -152,21 +150,11 @@ func TestFailedMoveRollsBack(t *testing.T) {
 func TestRefusedWritesAreCaught(t *testing.T) {
 	c := fourMasters(t)
 	ctx := testContext(t, 2*time.Minute)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	load(t, cc, 20_000, mustSlots(t, "0-5460"))
 	target := c.Nodes[3].Client()
 	defer target.Close()
-	info, err := target.Info(ctx, "memory").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var usedMemory int64
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
-			fmt.Sscan(v, &usedMemory)
-		}
-	}
+	usedMemory := infoInt(t, target, "memory", "used_memory")
 	// Room for the move's own probe and scripts and a few thousand small keys, not
 	// for the slots' big keys.
 	if err := target.ConfigSet(ctx, "maxmemory", fmt.Sprint(usedMemory+2_000_000)).Err(); err != nil {
@@ -194,8 +182,7 @@ func TestRefusedWritesAreCaught(t *testing.T) {
 func TestEvictingTargetIsRefusedOrRolledBack(t *testing.T) {
 	c := fourMasters(t)
 	ctx := testContext(t, 2*time.Minute)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	// The big keys elsewhere: the slots' keys go quietly (SET, RESTORE),
 	// where nothing but the target's count shows an eviction.
 	load(t, cc, 20_000, mustSlots(t, "6000"))
@@ -237,8 +224,7 @@ func TestEvictingTargetIsRefusedOrRolledBack(t *testing.T) {
 func TestOthersRefusedWritesDoNotFailTheMove(t *testing.T) {
 	c := fourMasters(t)
 	ctx := testContext(t, 3*time.Minute)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	keys := load(t, cc, 20_000, mustSlots(t, "0-5460"))
 	target := c.Nodes[3].Client()
 	defer target.Close()
@@ -363,8 +349,7 @@ func TestRDBVersionBeyondTheScannerIsRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	load(t, cc, 200, mustSlots(t, "0-100"))
 	before, err := c.Fingerprint(ctx)
 	if err != nil {
@@ -386,8 +371,7 @@ func TestRDBVersionBeyondTheScannerIsRefused(t *testing.T) {
 func TestStuckMoveSaysHowToRepair(t *testing.T) {
 	c := harness.ClusterT(t, []string{"0-16383", ""}, localcluster.Options{Config: []string{`rename-command UNLINK ""`}})
 	ctx := testContext(t, 2*time.Minute)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-100")
 	keys := keysIn(load(t, cc, 5000, set), set)
 	before, err := localcluster.Capture(ctx, cc, keys)
@@ -431,8 +415,7 @@ func TestStuckMoveIsRepairedByThePrintedCommand(t *testing.T) {
 	}
 	c := harness.ClusterT(t, []string{"0-16383", ""}, localcluster.Options{})
 	ctx := testContext(t, 2*time.Minute)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-100")
 	keys := keysIn(load(t, cc, 5000, set), set)
 	before, err := localcluster.Capture(ctx, cc, keys)

@@ -28,8 +28,7 @@ import (
 func TestReplicasOnBothSides(t *testing.T) {
 	c := fourMasters(t)
 	ctx := testContext(t, 3*time.Minute)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	// Not the source's whole shard: a master whose last slot goes follows
 	// the slots as a replica of the target, and its replica with it.
 	set := mustSlots(t, "0-2000")
@@ -306,8 +305,7 @@ func guardedMoveSetup(t *testing.T) (*localcluster.Cluster, context.Context, *sl
 	if guarded, err := cutover.SetSlotBlocks(ctx, source); err != nil || !guarded {
 		t.Skipf("only where SETSLOT waits for replicas and cannot go in a script (Valkey 8): %v", err)
 	}
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-999")
 	want, err := localcluster.Capture(ctx, cc, keysIn(load(t, cc, 5_000, set), set))
 	if err != nil {

@@ -25,8 +25,7 @@ import (
 func TestMissingPermissionsAreRefusedFirst(t *testing.T) {
 	c := fourMasters(t)
 	ctx := context.Background()
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	load(t, cc, 5_000, mustSlots(t, "0-5460"))
 	setUser := func(rules ...string) bool {
 		t.Helper()
@@ -244,8 +243,7 @@ func TestAuthACLUser(t *testing.T) {
 	c := fourMasters(t)
 	ctx := testContext(t, 2*time.Minute)
 	set := mustSlots(t, "100-2100")
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	keys := fillMoved(t, ctx, cc, set, 2)
 	big, err := localcluster.FillEveryType(ctx, cc, tagIn(set, 9), localcluster.FillOptions{Small: 1, BigElements: 9000, TTL: time.Hour})
 	if err != nil {
@@ -403,8 +401,7 @@ func keysOnNode(t *testing.T, ctx context.Context, s *localcluster.Server, user,
 func TestMoveOverTLS(t *testing.T) {
 	c := harness.ClusterT(t, []string{"0-16383", ""}, localcluster.Options{TLS: true})
 	ctx := testContext(t, 2*time.Minute)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-8000")
 	keys := load(t, cc, 5000, set)
 	before, err := localcluster.Capture(ctx, cc, keysIn(keys, set))
@@ -468,8 +465,7 @@ func TestMoveOverTLS(t *testing.T) {
 func TestMoveFlagsTLS(t *testing.T) {
 	c := harness.ClusterT(t, []string{"0-16383", ""}, localcluster.Options{TLS: true})
 	ctx := testContext(t, 2*time.Minute)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-6000")
 	keys := fillMoved(t, ctx, cc, set, 2)
 	before, err := localcluster.Capture(ctx, cc, keys)

@@ -184,8 +184,7 @@ func (d *daemon) scrape(t *testing.T, metric string) float64 {
 func TestServeImportWithRedisCli(t *testing.T) {
 	ctx := testContext(t, 3*time.Minute)
 	c := fourMasters(t)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-5460")
 	keys := keysIn(load(t, cc, 20_000, set), set)
 	want, err := localcluster.Capture(ctx, cc, keys)
@@ -267,8 +266,7 @@ func TestServeImportWithRedisCli(t *testing.T) {
 func TestServeCancelDuringCopy(t *testing.T) {
 	ctx := testContext(t, 3*time.Minute)
 	c := fourMasters(t)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	bulkLoad(t, cc, 200_000)
 	before, err := c.Fingerprint(ctx)
 	if err != nil {
@@ -292,8 +290,7 @@ func TestServeCancelDuringCopy(t *testing.T) {
 func TestServeKilledMidCopyIsRepairedOnRestart(t *testing.T) {
 	ctx := testContext(t, 3*time.Minute)
 	c := fourMasters(t)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	bulkLoad(t, cc, 300_000)
 	before, err := c.Fingerprint(ctx)
 	if err != nil {
@@ -393,8 +390,7 @@ func bulkLoad(t *testing.T, cc *redis.ClusterClient, n int) {
 func TestServeSIGTERMRollsBackCopies(t *testing.T) {
 	ctx := testContext(t, 3*time.Minute)
 	c := fourMasters(t)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	bulkLoad(t, cc, 300_000)
 	before, err := c.Fingerprint(ctx)
 	if err != nil {
@@ -471,8 +467,7 @@ func TestServeRefusesASecondSidecar(t *testing.T) {
 func TestServeControlsAMove(t *testing.T) {
 	ctx := testContext(t, 3*time.Minute)
 	c := fourMasters(t)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	bulkLoad(t, cc, 200_000)
 	natsURL := harness.NATS(t)
 	d := startDaemon(t, c.Nodes[3].Addr, natsURL, "", "")
@@ -561,8 +556,7 @@ func TestServeControlsAMove(t *testing.T) {
 func TestServeRepairsWithoutNATS(t *testing.T) {
 	ctx := testContext(t, 3*time.Minute)
 	c := fourMasters(t)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-99")
 	keys := make([]string, 3000)
 	for i := range keys {

@@ -22,8 +22,7 @@ func TestSpoolCapRollsBackAStalledMove(t *testing.T) {
 	const limit = 1 << 20
 	c := fourMasters(t)
 	ctx := testContext(t, 2*time.Minute)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-999")
 	// A few keys: an RDB smaller than the cap (a larger one, read slower
 	// than it arrives, fails the move in the snapshot already).
@@ -124,15 +123,7 @@ func TestSpoolCapRollsBackAStalledMove(t *testing.T) {
 	}
 	target := c.Nodes[3].Client()
 	defer target.Close()
-	counts, err := cluster.CountKeys(ctx, target, set.Slots())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, n := range counts {
-		if n != 0 {
-			t.Fatalf("the target holds %d keys of slot %d after the rollback", n, set.Slots()[i])
-		}
-	}
+	assertTargetHoldsNone(t, ctx, target, set)
 	p := source.Pipeline()
 	lens := make([]*redis.IntCmd, len(keys))
 	for i, k := range keys {

@@ -246,8 +246,7 @@ func expiringKeysKeepTheirTTL(t *testing.T, path string) {
 		}
 	}
 	sizes := ttlSizesByPath[path]
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-2000")
 	// Every type and encoding, half with a 1-hour TTL, and big keys: at
 	// this threshold medium lists, skiplist zsets and the big keys are all
@@ -531,8 +530,7 @@ func expiringKeysKeepTheirTTL(t *testing.T, path string) {
 func TestTTLsSetDuringLagKeepTheirExpiry(t *testing.T) {
 	c := fourMasters(t)
 	ctx := context.Background()
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-5460")
 	load(t, cc, 2_000, set)
 	done, cancel := moveHeldInCatchUp(t, c, set)
@@ -612,8 +610,7 @@ func TestTTLsSetDuringLagKeepTheirExpiry(t *testing.T) {
 func TestKeysExtendedDuringALongSnapshot(t *testing.T) {
 	c := fourMasters(t)
 	ctx := testContext(t, 2*time.Minute)
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-999")
 	load(t, cc, 6_000, set)
 	source := c.Nodes[0].Client()
@@ -681,8 +678,7 @@ func TestKeysExtendedDuringALongSnapshot(t *testing.T) {
 func TestKeysExtendedBeforeTheyExpireSurviveALateTarget(t *testing.T) {
 	c := fourMasters(t)
 	ctx := context.Background()
-	cc := c.Client()
-	defer cc.Close()
+	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-5460")
 	// Enough keys for a snapshot that outlasts the first progress report.
 	load(t, cc, 200_000, set)
