@@ -11,7 +11,8 @@ import (
 // prober feeds it and asks it.
 //
 // A server is within budget while the p75 of its last recentProbes probes
-// stays under its limit, max(MaxRise × its idle p99, idle p99 +
+// (a slow probe counted once for each probe interval it took) stays under
+// its limit, max(MaxRise × its idle p99, idle p99 +
 // minRise), and no probe took longer than MaxEvent in the last while: one
 // that did holds the move for as long again (between coolDown and
 // maxCoolDown), since a long event is seldom alone.
@@ -93,9 +94,15 @@ func (p *Policy) limitOf(idle time.Duration) time.Duration {
 // Observe takes how long one probe of a server took, at now.
 func (p *Policy) Observe(name string, took time.Duration, now time.Time) {
 	n := p.node(name)
-	n.recent[n.next] = took
-	n.next = (n.next + 1) % recentProbes
-	n.n = min(n.n+1, recentProbes)
+	// A probe that waited spans the ticks no probe could be sent in: it
+	// counts once for each, so that the p75 is over time, not over answers
+	// (a server stalled most of the time answers fewer probes than it
+	// misses; counted once, its stalls slipped under the p75 by phase).
+	for range min(max(int(took/interval), 1), recentProbes) {
+		n.recent[n.next] = took
+		n.next = (n.next + 1) % recentProbes
+		n.n = min(n.n+1, recentProbes)
+	}
 	if took > p.budget.WithDefaults().MaxEvent {
 		n.hotUntil, n.hotTook = now.Add(min(max(took, coolDown), maxCoolDown)), took
 	}

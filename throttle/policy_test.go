@@ -17,13 +17,23 @@ func idle(d time.Duration) []time.Duration {
 	return out
 }
 
+type probe struct {
+	node string
+	took time.Duration
+	at   time.Duration // after t0
+}
+
+// quick is n idle-like probes of s, one every 10 ms from from.
+func quick(n int, from time.Duration) []probe {
+	var out []probe
+	for i := range n {
+		out = append(out, probe{"s", 100 * time.Microsecond, from + time.Duration(i)*10*ms})
+	}
+	return out
+}
+
 func TestPolicy(t *testing.T) {
 	t0 := time.Unix(0, 0)
-	type probe struct {
-		node string
-		rtt  time.Duration
-		at   time.Duration // after t0
-	}
 	for _, tc := range []struct {
 		name   string
 		budget Budget
@@ -40,9 +50,10 @@ func TestPolicy(t *testing.T) {
 		{name: "the target alone over budget holds", probes: []probe{{"s", 100 * time.Microsecond, 0}, {"t", 3 * ms, 0}, {"t", 3 * ms, 10 * ms}, {"t", 3 * ms, 20 * ms}, {"t", 3 * ms, 30 * ms}}, at: 30 * ms, hold: "probes of t"},
 		{name: "a long event holds", probes: []probe{{"s", 30 * ms, 0}}, at: 40 * ms, hold: "a probe of s took 30ms (max event 20ms)"},
 		{name: "a long event holds as long again", probes: []probe{{"s", 80 * ms, 0}}, at: 79 * ms, hold: "took 80ms"},
-		{name: "and no longer", probes: []probe{{"s", 80 * ms, 0}}, at: 80 * ms},
+		{name: "and no longer once quick probes fill the window", probes: append([]probe{{"s", 80 * ms, 0}}, quick(6, 80*ms)...), at: 130 * ms},
+		{name: "not before: it counts for the probes it kept out", probes: append([]probe{{"s", 80 * ms, 0}}, quick(5, 80*ms)...), at: 120 * ms, hold: "probes of s take 80ms (p75)"},
 		{name: "a very long event holds for half a second", probes: []probe{{"s", 3 * time.Second, 0}}, at: 499 * ms, hold: "took 3s"},
-		{name: "and no more", probes: []probe{{"s", 3 * time.Second, 0}}, at: 500 * ms},
+		{name: "and no more", probes: append([]probe{{"s", 3 * time.Second, 0}}, quick(6, 450*ms)...), at: 500 * ms},
 		{name: "a short long event holds for the cool-down", probes: []probe{{"s", 21 * ms, 0}}, at: 49 * ms, hold: "took 21ms"},
 		{name: "a higher max event lets it go", budget: Budget{MaxEvent: 50 * ms}, probes: []probe{{"s", 30 * ms, 0}}, at: 10 * ms},
 		{name: "a higher rise lets it go", budget: Budget{MaxRise: 25}, probes: []probe{{"s", 2 * ms, 0}, {"s", 2 * ms, 10 * ms}, {"s", 2 * ms, 20 * ms}, {"s", 2 * ms, 30 * ms}}, at: 30 * ms},
@@ -51,6 +62,10 @@ func TestPolicy(t *testing.T) {
 			{"s", 2 * ms, 0}, {"s", 2 * ms, 10 * ms}, {"s", 30 * ms, 20 * ms}, {"s", 2 * ms, 30 * ms}}, at: 30 * ms},
 		{name: "a budget changed while on keeps its probes", then: &Budget{MaxRise: 3}, probes: []probe{
 			{"s", 2 * ms, 0}, {"s", 2 * ms, 10 * ms}, {"s", 2 * ms, 20 * ms}, {"s", 2 * ms, 30 * ms}}, at: 30 * ms, hold: "probes of s take 2ms (p75), over 1.2ms"},
+		{name: "a server stalled most of the time holds between its stalls", probes: []probe{
+			{"s", 40 * ms, 0}, {"s", 100 * time.Microsecond, 1 * ms}, {"s", 100 * time.Microsecond, 5 * ms},
+			{"s", 40 * ms, 60 * ms}, {"s", 100 * time.Microsecond, 61 * ms}, {"s", 100 * time.Microsecond, 65 * ms},
+			{"s", 40 * ms, 120 * ms}, {"s", 100 * time.Microsecond, 121 * ms}, {"s", 100 * time.Microsecond, 125 * ms}}, at: 175 * ms, hold: "probes of s take 40ms (p75)"},
 		{name: "old slow probes leave the window", probes: []probe{
 			{"s", 5 * ms, 0}, {"s", 5 * ms, 10 * ms}, {"s", 5 * ms, 20 * ms}, {"s", 5 * ms, 30 * ms},
 			{"s", 100 * time.Microsecond, 40 * ms}, {"s", 100 * time.Microsecond, 50 * ms}, {"s", 100 * time.Microsecond, 60 * ms},
@@ -61,7 +76,7 @@ func TestPolicy(t *testing.T) {
 			p.Baseline("s", idle(200*time.Microsecond))
 			p.Baseline("t", idle(200*time.Microsecond))
 			for _, pr := range tc.probes {
-				p.Observe(pr.node, pr.rtt, t0.Add(pr.at))
+				p.Observe(pr.node, pr.took, t0.Add(pr.at))
 			}
 			if tc.then != nil {
 				p.SetBudget(*tc.then)
