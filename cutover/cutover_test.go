@@ -435,6 +435,13 @@ func TestReleaseLeavesOnlyTheClaim(t *testing.T) {
 			c, source, other, target := pauseTestCluster(t)
 			n := Nodes{Source: source, Target: target, SourceID: c.IDs[0], TargetID: c.IDs[2], Others: []*redis.Client{other}}
 			p := Plan{Slots: slots.NewSet(slots.Range{Start: 0, End: 199}), PauseBudget: 5 * time.Second, FenceTimeout: time.Second}
+			// As the mover does: on Valkey 8 a paused source holds back a
+			// SETSLOT in its release, which must go guarded instead.
+			blocks, err := SetSlotBlocks(ctx, source)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.SetSlotBlocks = blocks
 			noFence := func(context.Context, int64) error { return nil }
 			cl, res, err := Release(ctx, n, p, noFence, func(int64) {})
 			if err != nil || cl == nil || !res.Released {
@@ -477,12 +484,18 @@ func TestReleaseLeavesOnlyTheClaim(t *testing.T) {
 				if err := cl.Abandon(); err != nil {
 					t.Fatal(err)
 				}
-				if owns(source) || owns(target) {
+				// Valkey 8's target takes the slots by gossip once the
+				// source stops claiming them; elsewhere nobody owns them.
+				if owns(source) || owns(target) && !blocks {
 					t.Fatalf("abandoned: the source owns the slots %v, the target %v; want neither", owns(source), owns(target))
 				}
 			}
+			// Unpaused: a write is answered at once. After an abandon on
+			// Valkey 8 (a release of DELSLOTS alone) the source sees slots
+			// with no owner, and answers CLUSTERDOWN until fix.
 			start := time.Now()
-			if err := source.Set(ctx, "{"+tagOf(300)+"}:after", "v", 0).Err(); err != nil || time.Since(start) > time.Second {
+			err = source.Set(ctx, "{"+tagOf(300)+"}:after", "v", 0).Err()
+			if clusterDown := err != nil && strings.HasPrefix(err.Error(), "CLUSTERDOWN"); err != nil && !(clusterDown && blocks && !claim) || time.Since(start) > time.Second {
 				t.Fatalf("a write to the source after the %s: %v in %s", t.Name(), err, time.Since(start))
 			}
 			uctx, cancel := context.WithTimeout(ctx, time.Second)
