@@ -1,13 +1,10 @@
 package mover
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,40 +20,35 @@ import (
 	"github.com/slotmover/slotmover/slotread"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/stream"
-	"github.com/slotmover/slotmover/throttle"
 )
 
-// feeder moves data from the replica link to the target: the snapshot's keys
-// of the chosen slots, then the command stream filtered to them, in order,
-// on one pipelined connection.
+// feeder moves data from the replica link to the target, in order, on one
+// pipelined connection: the snapshot of the chosen slots (the RDB copier's,
+// or the keys-path lister's, whose reads it finishes where their markers
+// come in the stream), then the command stream filtered to them. It runs
+// what the delta player decides (player.go) and keeps what the player
+// reads.
 type feeder struct {
-	opts     *Options // the move's: its slots, task ID, chunking
-	log      *slog.Logger
-	sourceID string
-	stats    *copyStats   // what the task reports
-	clock    *sourceClock // the source's clock, for relative TTLs
+	opts  *Options // the move's: its slots, task ID, chunking
+	log   *slog.Logger
+	stats *copyStats   // what the task reports
+	clock *sourceClock // the source's clock, for relative TTLs
 
 	link          *stream.Link
 	app           *apply.Applier
 	keyTable      *stream.KeyTable
 	targetVersion int
 
-	source        *redis.Client // for resyncs
-	target        *redis.Client // for its commandstats
-	args          [][]byte      // reused argument list
-	ttlBuf        []byte
-	valueBuf      []byte // room for a string value stored as an integer
-	bigSeq        int
-	readSeq       uint64
-	deferred      map[string]uint64       // key → the read that will bring it (awaitingRead: one not made yet)
-	pending       map[string]*pendingRead // reads whose marker has not come, by nonce
-	positioned    []*pendingRead          // resyncs read at an offset the stream has not reached, in its order
-	deferredCount atomic.Int64            // len(deferred), for the cutover's fence
-	keys          *keySnapshot            // the keys path's snapshot; nil for the RDB's
-	frozenAt      atomic.Int64            // 1 + the stream offset past which nothing is applied; 0 until the cutover
-	warnedSplit   bool
-	expiring      *expiring      // keys that may expire on the target before a command on them arrives
-	gate          *throttle.Gate // holds the keys path's reads on the source (the applier's writes hold on it too)
+	// The snapshot: one of the two is set.
+	rdb  *rdbCopier // the RDB path's
+	keys *keyLister // the keys path's
+
+	source      *redis.Client // for resyncs
+	reads       *reads        // the reads whose place in the stream is to come
+	ttlBuf      []byte
+	frozenAt    atomic.Int64 // 1 + the stream offset past which nothing is applied; 0 until the cutover
+	warnedSplit bool
+	expiring    *expiring // keys that may expire on the target before a command on them arrives
 }
 
 // freeze stops applying the stream at and past off, and freeze(-1) lifts
@@ -80,11 +72,8 @@ var (
 // the stream as it goes), closes snapDone once the target has acknowledged
 // all of it, then applies the command stream until it fails or ctx ends.
 func (f *feeder) run(ctx context.Context, snapDone chan<- struct{}) error {
-	if err := apply.GuardScript.Load(ctx, f.target).Err(); err != nil {
-		return fmt.Errorf("load the expiry guard on the target: %w", err)
-	}
-	if f.keys == nil {
-		if err := f.snapshot(ctx); err != nil {
+	if f.rdb != nil {
+		if err := f.rdb.copy(ctx, f.link.RDB(), f.link.Offset); err != nil {
 			return fmt.Errorf("snapshot: %w", err)
 		}
 		close(snapDone)
@@ -116,161 +105,6 @@ func (f *feeder) applyNext(ctx context.Context, r *stream.CommandReader) (int64,
 	return cmd.End, f.applyDelta(ctx, cmd)
 }
 
-// snapshot copies the chosen keys of the RDB to the target and returns once
-// the target has them all.
-//
-// The commands go with the target's replies turned off (CLIENT REPLY OFF),
-// which makes its ingest about a fifth faster; their outcome is proved from
-// the target's error counts instead (see verifyQuiet).
-func (f *feeder) snapshot(ctx context.Context) error {
-	quiet := !f.opts.ReplyPerKey
-	var before errorCounts
-	if quiet {
-		var err error
-		if before, err = readErrorCounts(ctx, f.target); err != nil {
-			return err
-		}
-		if err := f.replies(false); err != nil {
-			return err
-		}
-	}
-	// A key that expired before its turn is not copied, but the stream
-	// may still hold writes the source made to it in time: guard it.
-	sc := rdbparse.NewScanner(bufio.NewReaderSize(f.link.RDB(), 1<<20), f.opts.Slots, rdbparse.OnExpired(f.expiring.track))
-	for {
-		e, err := sc.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("snapshot: %w", err)
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if err := f.copyEntry(e, sc.Version(), quiet); err != nil {
-			return err
-		}
-	}
-	if quiet {
-		if err := f.replies(true); err != nil {
-			return err
-		}
-	}
-	f.app.Mark(f.link.Offset)
-	if err := f.app.Wait(ctx, f.link.Offset); err != nil {
-		return err
-	}
-	if !quiet {
-		return nil
-	}
-	after, err := readErrorCounts(ctx, f.target)
-	if err != nil {
-		return err
-	}
-	others, err := verifyQuiet(before, after, func() (bool, error) {
-		return importingFrom(ctx, f.target, f.opts.Slots, f.sourceID)
-	})
-	if others > 0 {
-		f.log.Info("other clients' SETs or RESTOREs were refused on the target during the snapshot; the slots stayed importing and every error was a redirection, so none was the move's", "refused", others)
-	}
-	return err
-}
-
-// replies turns the target's replies on or off. ON is answered, so once
-// its reply is in, every command before it has run.
-func (f *feeder) replies(on bool) error {
-	if on {
-		return f.app.Send(0, "CLIENT REPLY ON", argClient, argReply, argOn)
-	}
-	return f.app.SendQuiet(argClient, argReply, argOff)
-}
-
-// copyEntry copies one key to the target: a string with SET, anything else
-// with RESTORE-ASKING and the source's own payload, or, for a big
-// collection or a target too old for the payload's RDB version, as chunked
-// commands.
-func (f *feeder) copyEntry(e *rdbparse.Entry, version int, quiet bool) error {
-	f.expiring.track(e.Key, e.ExpireAt)
-	f.stats.keys.Add(1)
-	f.stats.bytes.Add(int64(len(e.Payload)))
-	if e.Type == rdbparse.TypeString {
-		return f.setString(e, quiet)
-	}
-	if e.Elements >= f.opts.BigKeyElements || version > f.targetVersion {
-		// Replayed commands are checked by their replies.
-		if quiet {
-			if err := f.replies(true); err != nil {
-				return err
-			}
-			defer f.replies(false)
-		}
-		return f.replay(e, version)
-	}
-	f.ttlBuf = strconv.AppendInt(f.ttlBuf[:0], e.ExpireAt, 10)
-	f.args = append(f.args[:0], argRestoreAsking, e.Key, f.ttlBuf, e.Payload, argReplace, argAbsTTL)
-	if quiet {
-		return f.app.SendQuiet(f.args...)
-	}
-	return f.app.Send(0, "RESTORE "+string(e.Key), f.args...)
-}
-
-// setString copies a string with ASKING + SET: the target keeps the value
-// it is given, where RESTORE costs it a checksum and a copy more (with 512-byte
-// values its ingest was 25% faster), and a string needs no RDB version.
-func (f *feeder) setString(e *rdbparse.Entry, quiet bool) error {
-	v, err := e.StringValue(f.valueBuf[:0])
-	if err != nil {
-		return err
-	}
-	f.args = append(f.args[:0], argSet, e.Key, v)
-	if e.ExpireAt > 0 {
-		f.ttlBuf = strconv.AppendInt(f.ttlBuf[:0], e.ExpireAt, 10)
-		f.args = append(f.args, argPXAT, f.ttlBuf)
-	}
-	if !quiet {
-		return f.send("SET "+string(e.Key), f.args...)
-	}
-	if err := f.app.SendQuiet(argAsking); err != nil {
-		return err
-	}
-	return f.app.SendQuiet(f.args...)
-}
-
-// replay rebuilds a key from its decoded elements under a temporary key of
-// the same slot, then renames it into place, so that a failure never leaves
-// half a key under the real name. Its TTL is set last.
-func (f *feeder) replay(e *rdbparse.Entry, version int) error {
-	obj, err := rdbparse.Decode(e, version)
-	if err != nil {
-		return fmt.Errorf("decode %q for replay: %w", e.Key, err)
-	}
-	f.stats.bigKeys.Add(1)
-	f.bigSeq++
-	tmp := []byte(tempKey(e.Slot, f.opts.TaskID, f.bigSeq))
-	label := "replay of " + strconv.Quote(string(e.Key))
-	send := func(args ...[]byte) error { return f.send(label, args...) }
-	if err := send([]byte("DEL"), tmp); err != nil {
-		return err
-	}
-	for args := range obj.Commands(tmp, f.opts.chunkLimit()) {
-		if err := send(args...); err != nil {
-			return err
-		}
-	}
-	// On an importing slot a two-key command needs both keys to exist.
-	if err := send(argSet, e.Key, []byte("placeholder")); err != nil {
-		return err
-	}
-	if err := send([]byte("RENAME"), tmp, e.Key); err != nil {
-		return err
-	}
-	if e.ExpireAt > 0 {
-		return send([]byte("PEXPIREAT"), e.Key, []byte(strconv.FormatInt(e.ExpireAt, 10)))
-	}
-	return nil
-}
-
 // applyDelta applies one command or MULTI block of the stream to the
 // target, as far as it touches the chosen slots, and marks its bytes as done.
 //
@@ -298,13 +132,13 @@ func (f *feeder) applyCommand(ctx context.Context, cmd *stream.Command) error {
 		return nil
 	}
 	for _, k := range f.app.TakeGone() {
-		if f.deferred[string(k)] == 0 {
+		if !f.reads.isDeferred(k) {
 			if err := f.resync(ctx, [][]byte{k}); err != nil {
 				return err
 			}
 		}
 	}
-	if r := f.readOf(cmd); r != nil {
+	if r := f.reads.of(cmd); r != nil {
 		return f.finishRead(r)
 	}
 	units := []stream.Command{*cmd}
@@ -407,7 +241,7 @@ type feederView struct {
 
 func (v feederView) moving(slot uint16) bool      { return v.f.opts.Slots.Contains(slot) }
 func (v feederView) listedLater(slot uint16) bool { return v.f.keys != nil && v.f.keys.held[slot] }
-func (v feederView) deferred(key []byte) bool     { return v.f.deferred[string(key)] != 0 }
+func (v feederView) deferred(key []byte) bool     { return v.f.reads.isDeferred(key) }
 func (v feederView) chunked(key []byte) bool      { return v.f.keys.chunked(key) != nil }
 func (v feederView) inOrder(key []byte) bool {
 	b := v.f.keys.chunked(key)
@@ -416,12 +250,14 @@ func (v feederView) inOrder(key []byte) bool {
 func (v feederView) guarded(key []byte) bool    { return v.f.expiring.guarded(key, v.now) }
 func (v feederView) sourceTime(end int64) int64 { return v.f.clock.at(end) }
 
-// send writes one command behind ASKING; label names it in errors.
-func (f *feeder) send(label string, args ...[]byte) error {
-	if err := f.app.Send(0, label, argAsking); err != nil {
+func (f *feeder) send(label string, args ...[]byte) error { return sendAsking(f.app, label, args...) }
+
+// sendAsking sends one command behind ASKING; label names it in errors.
+func sendAsking(app *apply.Applier, label string, args ...[]byte) error {
+	if err := app.Send(0, label, argAsking); err != nil {
 		return err
 	}
-	return f.app.Send(0, label, args...)
+	return app.Send(0, label, args...)
 }
 
 func distinctKeys(u *stream.Command) [][]byte {
@@ -433,23 +269,6 @@ func distinctKeys(u *stream.Command) [][]byte {
 	}
 	return out
 }
-
-// pendingRead is a read on the source whose place in the stream is
-// exactly the moment the read shows: a copy of some keys, or a listing of
-// slots for the keys path's snapshot, made in one call with a marker
-// write (see package slotread); or a resync, read at an offset.
-type pendingRead struct {
-	id       uint64
-	marker   []byte
-	at       int64          // a resync's offset (slotread.ReadAt)
-	keys     []slotread.Key // the copies, restored at the marker
-	listed   []uint16       // a listing's slots, held until the marker
-	chunk    *chunkCopy     // a chunk of a big key
-	snapshot bool           // part of the keys path's snapshot
-}
-
-// awaitingRead marks a listed key whose read is not made yet.
-const awaitingRead = math.MaxUint64
 
 // resync handles a multi-key write the target would refuse: its keys are
 // read again on the source in one transaction that also answers the
@@ -477,10 +296,7 @@ func (f *feeder) resync(ctx context.Context, keys [][]byte) error {
 	if err != nil {
 		return fmt.Errorf("resync of %d keys from the source: %w", len(keys), err)
 	}
-	f.readSeq++
-	r := &pendingRead{id: f.readSeq, at: at, keys: got}
-	f.deferTo(r)
-	f.positioned = append(f.positioned, r)
+	f.reads.readAt(at, got)
 	f.stats.resynced.Add(int64(len(keys)))
 	return nil
 }
@@ -490,119 +306,12 @@ func (f *feeder) resync(ctx context.Context, keys [][]byte) error {
 // where the stream was frozen shows the source after it let go of the
 // slots (orphans it expired since): it must not reach the target.
 func (f *feeder) finishPositioned(end int64) error {
-	for len(f.positioned) > 0 && f.positioned[0].at <= end {
-		r := f.positioned[0]
+	for r := f.reads.due(end); r != nil; r = f.reads.due(end) {
 		if fz := f.frozenAt.Load(); fz > 0 && r.at > fz-1 {
 			return fmt.Errorf("a resync of %d keys was read at offset %d, after the source released the slots at %d", len(r.keys), r.at, fz-1)
 		}
-		f.positioned = f.positioned[1:]
 		if err := f.finishRead(r); err != nil {
 			return err
-		}
-	}
-	return nil
-}
-
-// read reads keys of slot on the source (as far as lim lets one call go)
-// and defers them to the read's marker.
-func (f *feeder) read(ctx context.Context, slot uint16, keys []string, lim slotread.Limits) ([]slotread.Key, error) {
-	r := f.newRead(slot)
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	// A refused call wrote no marker: it can be made again.
-	var got []slotread.Key
-	err := cluster.WhileDown(ctx, func() (err error) {
-		got, err = slotread.Read(ctx, f.source, keys, string(r.marker), f.nonce(r), lim)
-		return err
-	})
-	if err != nil {
-		f.dropRead(r)
-		return nil, err
-	}
-	r.keys = got
-	f.deferTo(r)
-	return got, nil
-}
-
-// readBatches reads batches of keys, each of one slot, in transactions
-// (slotread.ReadTx) made in one round trip, and defers each batch's keys to
-// its marker. It returns how many batches ran, the first ones: the others'
-// keys were not read (a node down for a moment refused them), and are to be
-// read again.
-func (f *feeder) readBatches(ctx context.Context, slotOf []uint16, batches [][]string) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	reads := make([]*pendingRead, len(batches))
-	txs := make([]slotread.Batch, len(batches))
-	for i, keys := range batches {
-		reads[i] = f.newRead(slotOf[i])
-		txs[i] = slotread.Batch{Keys: keys, Marker: string(reads[i].marker), Nonce: f.nonce(reads[i])}
-	}
-	var got [][]slotread.Key
-	var rest error // why the batches after those that ran did not
-	err := cluster.WhileDown(ctx, func() (err error) {
-		// Only a call of which no batch ran may be made again as it is.
-		if got, err = slotread.ReadTx(ctx, f.source, txs); len(got) > 0 {
-			rest, err = err, nil
-		}
-		return err
-	})
-	for i, r := range reads {
-		if i >= len(got) {
-			f.dropRead(r)
-			continue
-		}
-		r.keys = got[i]
-		f.deferTo(r)
-	}
-	if err == nil && rest != nil && !cluster.IsDown(rest) {
-		err = rest
-	}
-	return len(got), err
-}
-
-// deferTo makes the stream's commands on r's copies (not its big keys,
-// which are read in chunks) wait for r.
-func (f *feeder) deferTo(r *pendingRead) {
-	for _, k := range r.keys {
-		if !k.Big {
-			f.deferred[k.Name] = r.id
-		}
-	}
-	f.deferredCount.Store(int64(len(f.deferred)))
-}
-
-// newRead registers a read of the keys path's snapshot about to be made,
-// with a marker in slot.
-func (f *feeder) newRead(slot uint16) *pendingRead {
-	f.readSeq++
-	r := &pendingRead{id: f.readSeq, marker: []byte(tempKey(slot, f.opts.TaskID+":marker", 0)), snapshot: true}
-	f.pending[f.nonce(r)] = r
-	f.keys.reading++
-	return r
-}
-
-// dropRead forgets a read: its marker came, or the call was not made.
-func (f *feeder) dropRead(r *pendingRead) {
-	delete(f.pending, f.nonce(r))
-	if r.snapshot {
-		f.keys.reading--
-	}
-}
-
-func (f *feeder) nonce(r *pendingRead) string { return strconv.FormatUint(r.id, 10) }
-
-// readOf recognizes a read's marker block in the stream. Besides the
-// marker's SET and DEL it may hold DELs of keys that expired as the read
-// met them; their state is in the copies.
-func (f *feeder) readOf(cmd *stream.Command) *pendingRead {
-	for i := range cmd.Tx {
-		u := &cmd.Tx[i]
-		if len(u.Args) != 3 || u.Name() != "SET" {
-			continue
-		}
-		if r := f.pending[string(u.Args[2])]; r != nil && bytes.Equal(u.Args[1], r.marker) {
-			return r
 		}
 	}
 	return nil
@@ -611,23 +320,17 @@ func (f *feeder) readOf(cmd *stream.Command) *pendingRead {
 // finishRead restores the copies as they were at the marker, unless a
 // later read covers them too, and lets a listing's slots go.
 func (f *feeder) finishRead(r *pendingRead) error {
-	f.dropRead(r)
 	for _, s := range r.listed {
 		f.keys.held[s] = false
 	}
-	if r.chunk != nil {
-		return f.applyChunk(r.chunk)
-	}
-	for _, k := range r.keys {
-		if k.Big || f.deferred[k.Name] != r.id {
-			continue
-		}
-		delete(f.deferred, k.Name)
+	for _, k := range f.reads.finish(r) {
 		if err := f.restore(k, r.snapshot); err != nil {
 			return err
 		}
 	}
-	f.deferredCount.Store(int64(len(f.deferred)))
+	if r.chunk != nil {
+		return f.applyChunk(r.chunk)
+	}
 	return nil
 }
 

@@ -6,31 +6,43 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/slotmover/slotmover/chunk"
 	"github.com/slotmover/slotmover/cluster"
 	"github.com/slotmover/slotmover/slotread"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/stream"
+	"github.com/slotmover/slotmover/throttle"
 )
 
-// keySnapshot is the snapshot of the keys path: the link continues the
-// source's history from a point (no fork, no RDB), then the chosen slots
-// are listed a group at a time and their keys read in batches (of one slot
-// before 7.0), each call marked in the stream (see package slotread), while the stream
-// is applied: a slot's commands are skipped until its listing's marker (the
-// listing holds their effect), a listed key's until its batch's marker.
-type keySnapshot struct {
+// keyLister makes the snapshot of the keys path: the link continues the
+// source's history from a point (no fork, no RDB), then the lister lists
+// the chosen slots a group at a time and reads their keys in batches (of
+// one slot before 7.0), big keys in chunks, each call marked in the stream
+// (see package slotread) and entered in the ledger of reads, while the
+// feeder applies the stream: a slot's commands are skipped until its
+// listing's marker (the listing holds their effect), a listed key's until
+// its batch's marker, where the feeder puts the copies on the target.
+type keyLister struct {
+	source     *redis.Client
+	reads      *reads
+	gate       *throttle.Gate // holds the reads on the source (the applier's writes hold on it too)
+	log        *slog.Logger
+	chunkLimit chunk.Limit
+
 	groups    [][]uint16 // slots not listed yet, a listing call each
 	queue     []listed   // listed keys not read yet
 	bigQueue  []*bigRead // big keys with a chunk to read
 	big       map[string]*bigRead
 	known     *keySet // keys the preflight's survey found not big
 	held      []bool  // by slot: listing not yet passed in the stream
-	reading   int     // listings, batches and chunks whose marker has not come
 	lim       slotread.Limits
 	fieldTTLs bool // the source has hash-field expiries (7.4+)
 }
@@ -93,8 +105,8 @@ const (
 	readsAhead       = 8      // calls made before their marker came through the stream
 )
 
-func newKeySnapshot(plan snapshotPlan, big int64) *keySnapshot {
-	ks := &keySnapshot{groups: plan.groups, known: plan.known, held: make([]bool, slots.Count), big: map[string]*bigRead{},
+func newKeyLister(plan snapshotPlan, big int64) *keyLister {
+	ks := &keyLister{groups: plan.groups, known: plan.known, held: make([]bool, slots.Count), big: map[string]*bigRead{},
 		lim: slotread.Limits{Budget: readBudget, Big: big, AnySlot: plan.anySlot}, fieldTTLs: plan.fieldTTLs}
 	for _, g := range plan.groups {
 		for _, s := range g {
@@ -114,24 +126,12 @@ func (f *feeder) readKeys(ctx context.Context, r *stream.CommandReader) error {
 	ks := f.keys
 	var end int64
 	for {
-		for ks.reading < readsAhead && ks.toRead() {
-			if err := cmp.Or(ctx.Err(), f.gate.Wait(ctx)); err != nil {
-				return err
-			}
-			var err error
-			switch {
-			case len(ks.bigQueue) > 0:
-				err = f.readChunk(ctx)
-			case len(ks.queue) > 0:
-				err = f.readNext(ctx)
-			default:
-				err = f.listNext(ctx)
-			}
-			if err != nil {
+		for f.reads.inFlight() < readsAhead && ks.toRead() {
+			if err := ks.next(ctx); err != nil {
 				return err
 			}
 		}
-		if ks.reading == 0 && !ks.toRead() {
+		if f.reads.inFlight() == 0 && !ks.toRead() {
 			break
 		}
 		var err error
@@ -142,19 +142,34 @@ func (f *feeder) readKeys(ctx context.Context, r *stream.CommandReader) error {
 	return f.app.Wait(ctx, end)
 }
 
+// next makes the next call on the source, once the gate lets it: a big
+// key's chunk, a batch of listed keys, or a listing.
+func (ks *keyLister) next(ctx context.Context) error {
+	if err := cmp.Or(ctx.Err(), ks.gate.Wait(ctx)); err != nil {
+		return err
+	}
+	switch {
+	case len(ks.bigQueue) > 0:
+		return ks.readChunk(ctx)
+	case len(ks.queue) > 0:
+		return ks.readNext(ctx)
+	default:
+		return ks.listNext(ctx)
+	}
+}
+
 // listNext lists the next group of slots; a group that has grown past what
 // one call may list is split in two.
-func (f *feeder) listNext(ctx context.Context) error {
-	ks := f.keys
+func (ks *keyLister) listNext(ctx context.Context) error {
 	group := ks.groups[0]
-	r := f.newRead(group[0])
+	r := ks.reads.marked(group[0])
 	var lists [][]string
 	err := cluster.WhileDown(ctx, func() (err error) {
-		lists, err = slotread.List(ctx, f.source, group, string(r.marker), f.nonce(r), listKeysPerCall)
+		lists, err = slotread.List(ctx, ks.source, group, string(r.marker), r.nonce(), listKeysPerCall)
 		return err
 	})
 	if err != nil {
-		f.dropRead(r)
+		ks.reads.drop(r)
 		var tooMany *slotread.TooManyKeys
 		if errors.As(err, &tooMany) && len(group) > 1 {
 			half := len(group) / 2
@@ -169,30 +184,26 @@ func (f *feeder) listNext(ctx context.Context) error {
 		if len(keys) == 0 {
 			continue
 		}
-		for _, k := range keys {
-			f.deferred[k] = awaitingRead
-		}
+		ks.reads.await(keys...)
 		ks.queue = append(ks.queue, listed{slot: group[i], keys: keys})
 	}
-	f.deferredCount.Store(int64(len(f.deferred)))
 	return nil
 }
 
 // readNext reads the next listed keys: those the preflight's survey found
 // small by readSmall, any other (made since) by a script that sizes each
 // key before it reads it.
-func (f *feeder) readNext(ctx context.Context) error {
-	if _, small := f.keys.known.units(f.keys.queue[0].keys[0]); small {
-		return f.readSmall(ctx)
+func (ks *keyLister) readNext(ctx context.Context) error {
+	if _, small := ks.known.units(ks.queue[0].keys[0]); small {
+		return ks.readSmall(ctx)
 	}
-	return f.readUnsized(ctx)
+	return ks.readUnsized(ctx)
 }
 
 // readSmall reads surveyed keys from the head of the queue, about a
 // script call's worth (readKeysPerCall keys, readBudget units), in
 // transactions of a slot each, all in one round trip.
-func (f *feeder) readSmall(ctx context.Context) error {
-	ks := f.keys
+func (ks *keyLister) readSmall(ctx context.Context) error {
 	var slotOf []uint16
 	var batches [][]string
 	keys, used := 0, int64(0)
@@ -211,7 +222,7 @@ queue:
 		}
 		slotOf, batches = append(slotOf, l.slot), append(batches, l.keys)
 	}
-	ran, err := f.readBatches(ctx, slotOf, batches)
+	ran, err := ks.readBatches(ctx, slotOf, batches)
 	for i := range ran {
 		ks.queue[i].keys = ks.queue[i].keys[len(batches[i]):]
 	}
@@ -226,8 +237,7 @@ queue:
 // queue, in one script call that sizes each (reporting big ones, to be
 // read in chunks) until its budget is spent: of one slot, or of several
 // if the source lets a script read them (ks.lim.AnySlot).
-func (f *feeder) readUnsized(ctx context.Context) error {
-	ks := f.keys
+func (ks *keyLister) readUnsized(ctx context.Context) error {
 	var batch []string
 	var slotOf []uint16
 queue:
@@ -243,7 +253,7 @@ queue:
 			break
 		}
 	}
-	got, err := f.read(ctx, slotOf[0], batch, ks.lim)
+	got, err := ks.read(ctx, slotOf[0], batch)
 	if err != nil {
 		return fmt.Errorf("read keys of slot %d…: %w", slotOf[0], err)
 	}
@@ -255,7 +265,7 @@ queue:
 			return fmt.Errorf("key %q of slot %d, a %s of %d elements, is %w: move these slots with the RDB snapshot", k.Name, slotOf[i], k.Type, k.Units, ErrBigKey)
 		}
 		b := &bigRead{key: k.Name, typ: k.Type, slot: slotOf[i], cursor: "0", queued: true, ordered: k.Type == "zset"}
-		b.pace = b.newPacer(f.opts.chunkLimit())
+		b.pace = b.newPacer(ks.chunkLimit)
 		ks.big[k.Name] = b
 		ks.bigQueue = append(ks.bigQueue, b)
 	}
@@ -271,33 +281,32 @@ queue:
 	return nil
 }
 
-func (ks *keySnapshot) toRead() bool {
+func (ks *keyLister) toRead() bool {
 	return len(ks.bigQueue) > 0 || len(ks.queue) > 0 || len(ks.groups) > 0
 }
 
 // readChunk reads the next chunk of the first big key in the queue.
-func (f *feeder) readChunk(ctx context.Context) error {
-	ks := f.keys
+func (ks *keyLister) readChunk(ctx context.Context) error {
 	b := ks.bigQueue[0]
-	r := f.newRead(b.slot)
+	r := ks.reads.marked(b.slot)
 	var ch slotread.Chunk
 	err := cluster.WhileDown(ctx, func() (err error) {
 		if b.ordered {
 			rank, _ := strconv.ParseInt(b.cursor, 10, 64)
-			ch, err = slotread.ReadRange(ctx, f.source, b.key, rank, b.last, b.pace.Count(), string(r.marker), f.nonce(r))
+			ch, err = slotread.ReadRange(ctx, ks.source, b.key, rank, b.last, b.pace.Count(), string(r.marker), r.nonce())
 			if !isNoPerm(err) || b.cursor != "0" {
 				return err
 			}
 			// A user granted what the scans need, before sorted sets
 			// were read in order: the refused transaction ran nothing.
-			f.log.Info("the source's user may not run ZRANGE: big sorted sets are read by ZSCAN", "key", b.key)
-			b.readByScan(f.opts.chunkLimit())
+			ks.log.Info("the source's user may not run ZRANGE: big sorted sets are read by ZSCAN", "key", b.key)
+			b.readByScan(ks.chunkLimit)
 		}
-		ch, err = slotread.ReadChunk(ctx, f.source, b.key, b.typ, b.cursor, b.pace.Count(), string(r.marker), f.nonce(r), ks.fieldTTLs)
+		ch, err = slotread.ReadChunk(ctx, ks.source, b.key, b.typ, b.cursor, b.pace.Count(), string(r.marker), r.nonce(), ks.fieldTTLs)
 		return err
 	})
 	if err != nil {
-		f.dropRead(r)
+		ks.reads.drop(r)
 		return err
 	}
 	size := 0
@@ -332,8 +341,7 @@ func (f *feeder) applyChunk(c *chunkCopy) error {
 	if c.first {
 		// From here on the stream's commands on the key apply.
 		b.started = true
-		delete(f.deferred, b.key)
-		f.deferredCount.Store(int64(len(f.deferred)))
+		f.reads.release(b.key)
 		if err := send([]byte("DEL"), key); err != nil {
 			return err
 		}
@@ -423,7 +431,7 @@ func (f *feeder) endBig(b *bigRead, err error) error {
 
 // chunked returns the big key being read in chunks whose commands now
 // apply to the target (its read has started), or nil.
-func (ks *keySnapshot) chunked(key []byte) *bigRead {
+func (ks *keyLister) chunked(key []byte) *bigRead {
 	if ks == nil || len(ks.big) == 0 {
 		return nil
 	}
@@ -446,10 +454,9 @@ func (f *feeder) restart(b *bigRead, cause string) error {
 	b.started = false
 	b.cursor = "0"
 	if b.ordered {
-		b.readByScan(f.opts.chunkLimit())
+		b.readByScan(f.keys.chunkLimit)
 	}
-	f.deferred[b.key] = awaitingRead
-	f.deferredCount.Store(int64(len(f.deferred)))
+	f.reads.await(b.key)
 	if !b.queued {
 		b.queued = true
 		f.keys.bigQueue = append(f.keys.bigQueue, b)
@@ -522,4 +529,62 @@ func (s *keySet) units(key string) (int64, bool) {
 	}
 	u, ok := s.m[maphash.String(s.seed, key)]
 	return u, ok
+}
+
+// read reads keys of slot on the source (as far as ks.lim lets one call
+// go) and defers them to the read's marker.
+func (ks *keyLister) read(ctx context.Context, slot uint16, keys []string) ([]slotread.Key, error) {
+	r := ks.reads.marked(slot)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	// A refused call wrote no marker: it can be made again.
+	var got []slotread.Key
+	err := cluster.WhileDown(ctx, func() (err error) {
+		got, err = slotread.Read(ctx, ks.source, keys, string(r.marker), r.nonce(), ks.lim)
+		return err
+	})
+	if err != nil {
+		ks.reads.drop(r)
+		return nil, err
+	}
+	r.keys = got
+	ks.reads.deferTo(r)
+	return got, nil
+}
+
+// readBatches reads batches of keys, each of one slot, in transactions
+// (slotread.ReadTx) made in one round trip, and defers each batch's keys to
+// its marker. It returns how many batches ran, the first ones: the others'
+// keys were not read (a node down for a moment refused them), and are to be
+// read again.
+func (ks *keyLister) readBatches(ctx context.Context, slotOf []uint16, batches [][]string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	marked := make([]*pendingRead, len(batches))
+	txs := make([]slotread.Batch, len(batches))
+	for i, keys := range batches {
+		marked[i] = ks.reads.marked(slotOf[i])
+		txs[i] = slotread.Batch{Keys: keys, Marker: string(marked[i].marker), Nonce: marked[i].nonce()}
+	}
+	var got [][]slotread.Key
+	var rest error // why the batches after those that ran did not
+	err := cluster.WhileDown(ctx, func() (err error) {
+		// Only a call of which no batch ran may be made again as it is.
+		if got, err = slotread.ReadTx(ctx, ks.source, txs); len(got) > 0 {
+			rest, err = err, nil
+		}
+		return err
+	})
+	for i, r := range marked {
+		if i >= len(got) {
+			ks.reads.drop(r)
+			continue
+		}
+		r.keys = got[i]
+		ks.reads.deferTo(r)
+	}
+	if err == nil && rest != nil && !cluster.IsDown(rest) {
+		err = rest
+	}
+	return len(got), err
 }

@@ -384,6 +384,9 @@ func (t *task) startCopy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := apply.GuardScript.Load(ctx, t.p.target).Err(); err != nil {
+		return fmt.Errorf("load the expiry guard on the target: %w", err)
+	}
 	keyTable, err := stream.LoadKeyTable(ctx, t.p.source)
 	if err != nil {
 		return fmt.Errorf("load the source's command table: %w", err)
@@ -411,13 +414,17 @@ func (t *task) startCopy(ctx context.Context) error {
 	c := &copying{link: link, snapDone: make(chan struct{}), feedErr: make(chan error, 1), stop: stop,
 		lagTick: time.NewTicker(20 * time.Millisecond), progressTick: time.NewTicker(500 * time.Millisecond)}
 	c.f = &feeder{
-		opts: &t.opts, log: t.log, sourceID: t.p.sourceID, stats: &t.stats, clock: &t.clock,
+		opts: &t.opts, log: t.log, stats: &t.stats, clock: &t.clock,
 		link: link, app: app, keyTable: keyTable, targetVersion: targetVersion,
-		source: t.p.source, target: t.p.target, deferred: map[string]uint64{}, pending: map[string]*pendingRead{},
-		valueBuf: make([]byte, 0, 32), expiring: newExpiring(), gate: t.gate,
+		source: t.p.source, reads: newReads(t.opts.TaskID), expiring: newExpiring(),
 	}
 	if t.snap.path == SnapshotKeys {
-		c.f.keys = newKeySnapshot(t.snap, int64(t.opts.BigKeyElements))
+		ks := newKeyLister(t.snap, int64(t.opts.BigKeyElements))
+		ks.source, ks.reads, ks.gate, ks.log, ks.chunkLimit = t.p.source, c.f.reads, t.gate, t.log, t.opts.chunkLimit()
+		c.f.keys = ks
+	} else {
+		c.f.rdb = &rdbCopier{opts: &t.opts, log: t.log, sourceID: t.p.sourceID, stats: &t.stats, app: app, target: t.p.target,
+			targetVersion: targetVersion, expiring: c.f.expiring, valueBuf: make([]byte, 0, 32)}
 	}
 	c.wg.Add(1)
 	go func() {
@@ -564,7 +571,7 @@ func (t *task) catchUp(ctx context.Context) (Event, error) {
 		look = false
 		if waited := t.catchUpTime(c); waited > t.opts.MaxCatchUp {
 			return "", fmt.Errorf("no cutover after %s of catch-up: the target trails by %d bytes and %d keys wait for a resync (multi-key writes on the moving slots keep coming?)",
-				waited.Round(time.Second), t.lag.Load(), c.f.deferredCount.Load())
+				waited.Round(time.Second), t.lag.Load(), c.f.reads.count.Load())
 		}
 		off, replid, err := t.sourceOffset(ctx)
 		if err != nil {
@@ -575,7 +582,7 @@ func (t *task) catchUp(ctx context.Context) (Event, error) {
 		}
 		lag := off - c.f.app.Acked()
 		prev := t.lag.Swap(lag)
-		if caughtUp(lag, prev, t.opts.MaxLag) && c.f.deferredCount.Load() == 0 && c.f.app.Gone() == 0 && !t.holdsCutover() {
+		if caughtUp(lag, prev, t.opts.MaxLag) && c.f.reads.count.Load() == 0 && c.f.app.Gone() == 0 && !t.holdsCutover() {
 			return EvLagLow, nil
 		}
 	}
@@ -622,7 +629,7 @@ func (t *task) fence(f *feeder) cutover.Fence {
 		// Keys waiting for a resync are not on the target yet; their
 		// marker cannot reach the paused source. Nor can a resync of
 		// keys the target expired before the stream reached them.
-		if n := f.deferredCount.Load() + int64(f.app.Gone()); n > 0 {
+		if n := f.reads.count.Load() + int64(f.app.Gone()); n > 0 {
 			return fmt.Errorf("%w: %d keys wait for a resync", cutover.ErrFenceMissed, n)
 		}
 		return nil
