@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -370,42 +369,6 @@ func TestResyncsOfExpiringAndHotKeys(t *testing.T) {
 	}
 }
 
-// moveHeldInCatchUp starts a move of set from the first master to the
-// fourth that stays in catch-up (a fence that is never met) until cancel,
-// and returns once it is there; done gives its summary at the end. tune
-// changes the move's options.
-func moveHeldInCatchUp(t *testing.T, c *localcluster.Cluster, set *slots.Set, tune ...func(*mover.Options)) (done <-chan mover.Summary, cancel func()) {
-	t.Helper()
-	inCatchUp := make(chan struct{})
-	var once sync.Once
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	out := make(chan mover.Summary, 1)
-	opts := mover.Options{
-		Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
-		Slots: set, Logger: testLogger(t),
-		FenceTimeout: time.Nanosecond, MaxAttempts: 1_000_000,
-		Progress: func(p mover.Progress) {
-			if p.Phase == mover.PhaseCatchUp {
-				once.Do(func() { close(inCatchUp) })
-			}
-		},
-	}
-	for _, f := range tune {
-		f(&opts)
-	}
-	go func() {
-		sum, _ := mover.Run(ctx, opts)
-		out <- sum
-	}()
-	select {
-	case <-inCatchUp:
-	case <-ctx.Done():
-		cancel()
-		t.Fatal("the move never reached catch-up")
-	}
-	return out, cancel
-}
-
 // WAIT on the source never counts the move as a replica: not for a write
 // to a slot that is not moving (the move holds nothing of it), nor for one
 // to a moving slot that the target has applied (a cancel takes it back off
@@ -527,34 +490,17 @@ func TestCrossSlotWriteIntoMovingSlot(t *testing.T) {
 	if err := source.Eval(ctx, flagged+`return 1`, []string{in, out}).Err(); err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
 		t.Fatalf("a script declaring keys of two slots: %v, want CROSSSLOT", err)
 	}
-	ran := make(chan struct{})
-	var scriptErr atomic.Value
-	var once atomic.Bool
+	var scriptErr error
 	mctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	sum, err := mover.Run(mctx, mover.Options{
+	sum, err := moveDuringCatchUp(t, mctx, mover.Options{
 		Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
-		Slots: set, Logger: testLogger(t), MaxAttempts: 1_000_000, FenceTimeout: 5 * time.Millisecond,
-		Progress: func(p mover.Progress) {
-			if p.Phase == mover.PhaseCatchUp && once.CompareAndSwap(false, true) {
-				go func() {
-					defer close(ran)
-					err := source.Eval(ctx, flagged+`redis.call('SET', KEYS[1], ARGV[1]); redis.call('SET', ARGV[2], ARGV[1]); return 1`, []string{in}, "after", out).Err()
-					if err != nil {
-						scriptErr.Store(err)
-					}
-				}()
-			}
-		},
-		Hooks: mover.Hooks{Fence: holdFenceUntil(ran)},
+		Slots: set, Logger: testLogger(t),
+	}, func() {
+		scriptErr = source.Eval(ctx, flagged+`redis.call('SET', KEYS[1], ARGV[1]); redis.call('SET', ARGV[2], ARGV[1]); return 1`, []string{in}, "after", out).Err()
 	})
-	select {
-	case <-ran:
-	default:
-		t.Fatalf("the move never reached catch-up, so the script never ran: %s (%v)", sum.Result, err)
-	}
-	if e := scriptErr.Load(); e != nil {
-		t.Fatalf("the cross-slot script on the source: %v", e)
+	if scriptErr != nil {
+		t.Fatalf("the cross-slot script on the source: %v", scriptErr)
 	}
 	target := c.Nodes[3].Client()
 	defer target.Close()
@@ -578,23 +524,6 @@ func TestCrossSlotWriteIntoMovingSlot(t *testing.T) {
 	defer fresh.Close()
 	if err := before.Compare(ctx, fresh); err != nil {
 		t.Fatalf("the other moved keys after the move: %v", err)
-	}
-}
-
-// holdFenceUntil is a Hooks.Fence that misses every fence (waits out its
-// deadline) until released is closed, then waits for it as the move would:
-// the move stays in catch-up, its cutovers failing harmlessly, until the
-// test has done what it must do during the catch-up.
-func holdFenceUntil(released <-chan struct{}) func(cutover.Fence) cutover.Fence {
-	return func(f cutover.Fence) cutover.Fence {
-		return func(ctx context.Context, off int64) error {
-			select {
-			case <-released:
-				return f(ctx, off)
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
 	}
 }
 
@@ -886,41 +815,32 @@ func moreMultiKeyDeltaCommands(t *testing.T, path string) {
 
 	var mu sync.Mutex
 	seen := map[string]int{} // commands of the moving slots the stream brought
-	var inCatchUp atomic.Bool
-	opsDone := make(chan struct{})
-	var opsErr atomic.Value
-	var rounds atomic.Int64
+	var opsErr error
+	var rounds int
 	var swapErr error
 	workload := func() {
-		defer close(opsDone)
 		source := c.Nodes[0].Client()
 		defer source.Close()
 		swapErr = source.Do(ctx, "SWAPDB", 0, 1).Err()
 		if err := loadEverywhere(claimsLibDuring); err != nil {
-			opsErr.Store(fmt.Errorf("FUNCTION LOAD during the move: %w", err))
+			opsErr = fmt.Errorf("FUNCTION LOAD during the move: %w", err)
 			return
 		}
 		deadline := time.Now().Add(20 * time.Second)
 		for i := len(tags); i < 40*len(tags) && time.Now().Before(deadline); i++ {
 			if err := round(i, true); err != nil {
-				opsErr.Store(err)
+				opsErr = err
 				return
 			}
-			rounds.Add(1)
+			rounds++
 		}
 	}
 	mctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	sum, err := mover.Run(mctx, mover.Options{
+	sum, err := moveDuringCatchUp(t, mctx, mover.Options{
 		Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
-		Slots: set, Logger: testLogger(t), MaxAttempts: 1_000_000, FenceTimeout: 5 * time.Millisecond, Snapshot: path,
-		Progress: func(p mover.Progress) {
-			if p.Phase == mover.PhaseCatchUp && inCatchUp.CompareAndSwap(false, true) {
-				go workload()
-			}
-		},
+		Slots: set, Logger: testLogger(t), Snapshot: path,
 		Hooks: mover.Hooks{
-			Fence: holdFenceUntil(opsDone),
 			Delta: func(u *stream.Command) bool {
 				mu.Lock()
 				seen[u.Name()]++
@@ -928,13 +848,9 @@ func moreMultiKeyDeltaCommands(t *testing.T, path string) {
 				return true
 			},
 		},
-	})
-	if !inCatchUp.Load() {
-		t.Fatalf("the move never reached catch-up: %s (%v)", sum.Result, err)
-	}
-	<-opsDone
-	if e := opsErr.Load(); e != nil {
-		t.Fatalf("workload: %v", e)
+	}, workload)
+	if opsErr != nil {
+		t.Fatalf("workload: %v", opsErr)
 	}
 	if err != nil || sum.Result != mover.ResultMoved || sum.Snapshot != path {
 		t.Fatalf("move: %s by the %s path (%s): %v; want moved by the %s path", sum.Result, sum.Snapshot, sum.SnapshotReason, err, path)
@@ -958,7 +874,7 @@ func moreMultiKeyDeltaCommands(t *testing.T, path string) {
 	mu.Lock()
 	names := slices.Sorted(maps.Keys(seen))
 	mu.Unlock()
-	t.Logf("%d rounds during the catch-up; the stream brought %v", rounds.Load(), seen)
+	t.Logf("%d rounds during the catch-up; the stream brought %v", rounds, seen)
 	wants := []string{"ZUNIONSTORE", "SINTERSTORE", "BITOP", "PFMERGE", "SORT", "GEOSEARCHSTORE", "GEORADIUS", "RPOPLPUSH", "LMOVE",
 		"MSETNX", "RENAMENX", "XGROUP", "XCLAIM", "XACK", "PERSIST", "RPUSH", "SET"}
 	if functions {
@@ -974,8 +890,8 @@ func moreMultiKeyDeltaCommands(t *testing.T, path string) {
 			t.Errorf("no %s reached the move's stream during the catch-up (it brought %s)", want, strings.Join(names, " "))
 		}
 	}
-	if rounds.Load() < 10 || sum.KeysResynced == 0 {
-		t.Fatalf("only %d rounds during the catch-up, %d keys resynced: the multi-key path was hardly exercised", rounds.Load(), sum.KeysResynced)
+	if rounds < 10 || sum.KeysResynced == 0 {
+		t.Fatalf("only %d rounds during the catch-up, %d keys resynced: the multi-key path was hardly exercised", rounds, sum.KeysResynced)
 	}
 	// Streams are compared apart (see streamView); every other key as a
 	// whole.

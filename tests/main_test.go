@@ -13,12 +13,15 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/slotmover/slotmover/cutover"
 	"github.com/slotmover/slotmover/lab/localcluster"
 	"github.com/slotmover/slotmover/lab/writecheck"
+	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/tests/harness"
 )
@@ -405,4 +408,89 @@ func fillMoved(t *testing.T, ctx context.Context, cc *redis.ClusterClient, set *
 		keys = append(keys, k...)
 	}
 	return keys
+}
+
+// moveHeldInCatchUp starts a move of set from the first master to the
+// fourth that stays in catch-up (a fence that is never met) until cancel,
+// and returns once it is there; done gives its summary at the end. tune
+// changes the move's options.
+func moveHeldInCatchUp(t *testing.T, c *localcluster.Cluster, set *slots.Set, tune ...func(*mover.Options)) (done <-chan mover.Summary, cancel func()) {
+	t.Helper()
+	inCatchUp := make(chan struct{})
+	var once sync.Once
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	out := make(chan mover.Summary, 1)
+	opts := mover.Options{
+		Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
+		Slots: set, Logger: testLogger(t),
+		FenceTimeout: time.Nanosecond, MaxAttempts: 1_000_000,
+		Progress: func(p mover.Progress) {
+			if p.Phase == mover.PhaseCatchUp {
+				once.Do(func() { close(inCatchUp) })
+			}
+		},
+	}
+	for _, f := range tune {
+		f(&opts)
+	}
+	go func() {
+		sum, _ := mover.Run(ctx, opts)
+		out <- sum
+	}()
+	select {
+	case <-inCatchUp:
+	case <-ctx.Done():
+		cancel()
+		t.Fatal("the move never reached catch-up")
+	}
+	return out, cancel
+}
+
+// holdFenceUntil is a Hooks.Fence that misses every fence (waits out its
+// deadline) until released is closed, then waits for it as the move would:
+// the move stays in catch-up, its cutovers failing harmlessly, until the
+// test has done what it must do during the catch-up.
+func holdFenceUntil(released <-chan struct{}) func(cutover.Fence) cutover.Fence {
+	return func(f cutover.Fence) cutover.Fence {
+		return func(ctx context.Context, off int64) error {
+			select {
+			case <-released:
+				return f(ctx, off)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+}
+
+// moveDuringCatchUp runs a move with opts and, once it is in catch-up,
+// runs during in a goroutine of its own while the move misses every
+// fence, so that all that during does reaches the move in catch-up; the
+// move then completes. It fails the test if the move never reached
+// catch-up, and returns the move's summary and error once during has
+// returned.
+func moveDuringCatchUp(t *testing.T, ctx context.Context, opts mover.Options, during func()) (mover.Summary, error) {
+	t.Helper()
+	done := make(chan struct{})
+	var started atomic.Bool
+	progress := opts.Progress
+	opts.Progress = func(p mover.Progress) {
+		if progress != nil {
+			progress(p)
+		}
+		if p.Phase == mover.PhaseCatchUp && started.CompareAndSwap(false, true) {
+			go func() {
+				defer close(done)
+				during()
+			}()
+		}
+	}
+	opts.Hooks.Fence = holdFenceUntil(done)
+	opts.MaxAttempts, opts.FenceTimeout = 1_000_000, 5*time.Millisecond
+	sum, err := mover.Run(ctx, opts)
+	if !started.Load() {
+		t.Fatalf("the move never reached catch-up: %s (%v)", sum.Result, err)
+	}
+	<-done
+	return sum, err
 }

@@ -337,8 +337,6 @@ func expiringKeysKeepTheirTTL(t *testing.T, path string) {
 
 	var stallErr, deltaErr atomic.Value
 	var stallEnd time.Time // set by the goroutine below, read after snapshotWrites
-	deltaDone := make(chan struct{})
-	var inCatchUp atomic.Bool
 	snapshotWrites := make(chan struct{})
 	// Once the target holds the first key of the snapshot, it stalls: the
 	// feeder reads the rest of the RDB meanwhile (the scanner leaves out a
@@ -413,7 +411,6 @@ func expiringKeysKeepTheirTTL(t *testing.T, path string) {
 	// During the catch-up: keys written with TTLs, one expired-at-scan
 	// key written again, then the short TTLs left to run out.
 	delta := func() {
-		defer close(deltaDone)
 		<-snapshotWrites
 		if _, err := write("delta-short", func(i int) time.Duration { return 300*time.Millisecond + time.Duration(i)*30*time.Millisecond }); err != nil {
 			deltaErr.Store(err)
@@ -436,25 +433,14 @@ func expiringKeysKeepTheirTTL(t *testing.T, path string) {
 	}
 	mctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	sum, err := mover.Run(mctx, mover.Options{
+	sum, err := moveDuringCatchUp(t, mctx, mover.Options{
 		Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
 		Slots: set, Logger: testLogger(t), BigKeyElements: sizes.threshold, Chunk: 50, Snapshot: path,
 		// Room for every command of the snapshot in flight, so that the
 		// feeder reads and sends it all while the target stalls.
-		Window:      10_000,
-		MaxAttempts: 1_000_000, FenceTimeout: 5 * time.Millisecond,
-		Progress: func(p mover.Progress) {
-			if p.Phase == mover.PhaseCatchUp && inCatchUp.CompareAndSwap(false, true) {
-				go delta()
-			}
-		},
-		Hooks: mover.Hooks{Fence: holdFenceUntil(deltaDone)},
-	})
+		Window: 10_000,
+	}, delta)
 	<-snapshotWrites
-	if !inCatchUp.Load() {
-		t.Fatalf("the move never reached catch-up: %s (%v)", sum.Result, err)
-	}
-	<-deltaDone
 	for _, e := range []*atomic.Value{&stallErr, &deltaErr} {
 		if v := e.Load(); v != nil {
 			t.Fatalf("workload: %v", v)
