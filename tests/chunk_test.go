@@ -19,9 +19,7 @@ import (
 // values than for 2 KB members, fewer for those than for small members),
 // and every key arrives whole.
 func TestBigKeyCommandsFitTheChunkTime(t *testing.T) {
-	for _, path := range []string{mover.SnapshotRDB, mover.SnapshotKeys} {
-		t.Run(path, func(t *testing.T) { bigKeyCommandsFitTheChunkTime(t, path) })
-	}
+	onBothPaths(t, bigKeyCommandsFitTheChunkTime)
 }
 
 func bigKeyCommandsFitTheChunkTime(t *testing.T, path string) {

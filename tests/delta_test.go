@@ -48,9 +48,7 @@ func (m *mirrored) do(ctx context.Context, keys []string, op func(c redis.Cmdabl
 // on both snapshot paths: the target ends exactly like a mirror that saw
 // the same writes.
 func TestMultiKeyWritesDuringMove(t *testing.T) {
-	for _, path := range []string{mover.SnapshotRDB, mover.SnapshotKeys} {
-		t.Run(path, func(t *testing.T) { multiKeyWritesDuringMove(t, path) })
-	}
+	onBothPaths(t, multiKeyWritesDuringMove)
 }
 
 func multiKeyWritesDuringMove(t *testing.T, path string) {
@@ -559,9 +557,7 @@ const (
 // carry it; 7.4 and Valkey 8 add XGROUP SETID … ENTRIESREAD). Its
 // last-delivered ID, consumers and pending entries are exact there too.
 func TestMoreMultiKeyDeltaCommands(t *testing.T) {
-	for _, path := range []string{mover.SnapshotRDB, mover.SnapshotKeys} {
-		t.Run(path, func(t *testing.T) { moreMultiKeyDeltaCommands(t, path) })
-	}
+	onBothPaths(t, moreMultiKeyDeltaCommands)
 }
 
 func moreMultiKeyDeltaCommands(t *testing.T, path string) {

@@ -112,28 +112,7 @@ func fixGivesBack(t *testing.T, form string) {
 	defer target.Close()
 	// The state a move leaves when it dies right after the release: the
 	// target imports the slots and holds a copy of their keys...
-	for s := 0; s <= 99; s++ {
-		if err := target.Do(ctx, "CLUSTER", "SETSLOT", s, "IMPORTING", c.IDs[0]).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, k := range moved {
-		dump, err := source.Dump(ctx, k).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ttl := source.PTTL(ctx, k).Val()
-		if ttl < 0 {
-			ttl = 0
-		}
-		if _, err := target.Pipelined(ctx, func(p redis.Pipeliner) error {
-			p.Do(ctx, "ASKING")
-			p.Restore(ctx, k, ttl, dump)
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	copiedToImporting(t, ctx, source, target, c.IDs[0], set, moved)
 	// ... but not the writes the source accepted last, between the fence
 	// and the release (a pause that did not hold): a new key, a changed
 	// one, a deleted one.
@@ -251,24 +230,7 @@ func TestFixKeepsKeysWhenTheTargetDies(t *testing.T) {
 	source, target := c.Nodes[0].Client(), c.Nodes[1].Client()
 	defer source.Close()
 	defer target.Close()
-	for s := 0; s <= 99; s++ {
-		if err := target.Do(ctx, "CLUSTER", "SETSLOT", s, "IMPORTING", c.IDs[0]).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, k := range moved {
-		dump, err := source.Dump(ctx, k).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := target.Pipelined(ctx, func(p redis.Pipeliner) error {
-			p.Do(ctx, "ASKING")
-			p.Restore(ctx, k, 0, dump)
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	copiedToImporting(t, ctx, source, target, c.IDs[0], set, moved)
 	if n, err := target.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
 		t.Fatalf("WAIT for the replica: %d, %v", n, err)
 	}
@@ -1377,3 +1339,29 @@ func TestFixFinishesAGuardedReleaseForward(t *testing.T) {
 }
 
 var errCrash = errors.New("crashed right after the release (test hook)")
+
+// copiedToImporting makes what a move that died after its copy leaves:
+// the target imports set from the source (sourceID) and holds a copy of
+// keys with their TTLs, RESTOREd behind ASKING.
+func copiedToImporting(t *testing.T, ctx context.Context, source, target *redis.Client, sourceID string, set *slots.Set, keys []string) {
+	t.Helper()
+	for _, s := range set.Slots() {
+		if err := target.Do(ctx, "CLUSTER", "SETSLOT", s, "IMPORTING", sourceID).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range keys {
+		dump, err := source.Dump(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ttl := max(source.PTTL(ctx, k).Val(), 0)
+		if _, err := target.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.Do(ctx, "ASKING")
+			p.Restore(ctx, k, ttl, dump)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

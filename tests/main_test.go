@@ -494,3 +494,10 @@ func moveDuringCatchUp(t *testing.T, ctx context.Context, opts mover.Options, du
 	<-done
 	return sum, err
 }
+
+// onBothPaths runs test as a subtest on each snapshot path.
+func onBothPaths(t *testing.T, test func(t *testing.T, path string)) {
+	for _, path := range []string{mover.SnapshotRDB, mover.SnapshotKeys} {
+		t.Run(path, func(t *testing.T) { test(t, path) })
+	}
+}

@@ -116,6 +116,16 @@ func stateHome(t *testing.T) string {
 	return d
 }
 
+// terminate stops the sidecar with SIGTERM and fails the test unless it
+// exits cleanly.
+func (d *daemon) terminate(t *testing.T) {
+	t.Helper()
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	if err := d.cmd.Wait(); err != nil {
+		t.Fatalf("the sidecar after SIGTERM: %v", err)
+	}
+}
+
 // cli runs the real redis-cli against the admin port; its output is the
 // raw form redis-cli prints when not on a terminal: one value per line.
 func (d *daemon) cli(t *testing.T, args ...string) (string, error) {
@@ -256,10 +266,7 @@ func TestServeImportWithRedisCli(t *testing.T) {
 		t.Fatalf("the sidecar's threads run at nice %v, want %d", nices, config.DefaultNice)
 	}
 	// SIGTERM: a clean exit.
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	if err := d.cmd.Wait(); err != nil {
-		t.Fatalf("daemon after SIGTERM: %v", err)
-	}
+	d.terminate(t)
 }
 
 // CANCEL during the copy leaves the cluster exactly as it was.
@@ -449,10 +456,7 @@ func TestServeRefusesASecondSidecar(t *testing.T) {
 	d.cmd.Process.Kill()
 	d.cmd.Wait()
 	d2 := startDaemonEnv(t, []string{"XDG_STATE_HOME=" + t.TempDir()}, node, natsURL, "", "")
-	d2.cmd.Process.Signal(syscall.SIGTERM)
-	if err := d2.cmd.Wait(); err != nil {
-		t.Fatalf("the second sidecar after SIGTERM: %v", err)
-	}
+	d2.terminate(t)
 	if log := d2.log.String(); !strings.Contains(log, "took over the claim") || !strings.Contains(log, "admin port "+d.admin) {
 		t.Fatalf("the second sidecar does not say it took the dead one's claim over:\n%s", log)
 	}
@@ -700,10 +704,7 @@ func TestServeRepairsWithoutNATS(t *testing.T) {
 	if e, err := kv.Get(ctx, c.IDs[3]+"."+dead[0].ID); err != nil || json.Unmarshal(e.Value(), &kept) != nil || kept.Result != "rolled_back" {
 		t.Fatalf("the bucket's record: %+v %v", kept, err)
 	}
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	if err := d.cmd.Wait(); err != nil {
-		t.Fatalf("daemon after SIGTERM: %v", err)
-	}
+	d.terminate(t)
 	if log := d.log.String(); !strings.Contains(log, "NATS unreachable") || !strings.Contains(log, "NATS taken up") {
 		t.Fatalf("the log does not say that NATS was down, then taken up:\n%s", log)
 	}

@@ -232,9 +232,7 @@ func (b *ttlBook) check(ctx context.Context, target *redis.Client) (problems map
 //
 // Both snapshot paths, with the sizes of ttlSizes.
 func TestExpiringKeysKeepTheirTTL(t *testing.T) {
-	for _, path := range []string{mover.SnapshotRDB, mover.SnapshotKeys} {
-		t.Run(path, func(t *testing.T) { expiringKeysKeepTheirTTL(t, path) })
-	}
+	onBothPaths(t, expiringKeysKeepTheirTTL)
 }
 
 func expiringKeysKeepTheirTTL(t *testing.T, path string) {
