@@ -17,7 +17,8 @@ import (
 // package exports, and every rule and panel has a query; promtool, where
 // installed, accepts the rules.
 func TestAlertsAndDashboardUseExportedMetrics(t *testing.T) {
-	m := New(Sources{Tasks: func() []sidecar.Task { return nil }, Version: "v1.0.0",
+	running := []sidecar.Task{{ID: "a", State: sidecar.StateRunning, Phase: "catch-up"}}
+	m := New(Sources{Tasks: func() []sidecar.Task { return running }, Version: "v1.0.0",
 		NATSLost: func() int64 { return 0 }, NATSConnected: func() bool { return true }})
 	// Labelled families appear once they have a child.
 	m.Observe(sidecar.Task{ID: "a", State: sidecar.StateRunning, LagBytes: 1})
