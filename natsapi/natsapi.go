@@ -63,6 +63,7 @@ type Server struct {
 	kv  jetstream.KeyValue  // nil without JetStream
 	js  jetstream.JetStream // publishes the events into their stream; nil without JetStream
 	svc micro.Service       // nil until Serve, and after Close
+	rec *recordWriter       // puts records into kv; nil without it
 
 	mu   sync.Mutex
 	seq  map[string]uint64 // per task, the sequence number of its last event
@@ -110,6 +111,14 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) *Server {
 	if s.kv, err = js.CreateOrUpdateKeyValue(jctx, jetstream.KeyValueConfig{Bucket: Bucket, Description: "slotmover task records", History: 1, TTL: RecordTTL}); err != nil {
 		s.log.Warn("no JetStream key-value bucket: task records are not kept on NATS", "error", err)
 		s.kv = nil
+	} else {
+		s.rec = newRecordWriter(func(ctx context.Context, key string, body []byte) error {
+			_, err := s.kv.Put(ctx, key, body)
+			return err
+		}, func(key string, err error) {
+			s.lost.Add(1)
+			s.log.Warn("task record not kept", "record", key, "error", err, "lost", s.lost.Load())
+		})
 	}
 	if _, err := js.CreateOrUpdateStream(jctx, jetstream.StreamConfig{
 		Name: EventStream(cfg.Prefix), Description: "slotmover task events", Subjects: []string{cfg.Prefix + ".events.>"},
@@ -174,14 +183,18 @@ func serviceVersion(v string) string {
 	return "0.0.0-dev"
 }
 
-// Close removes the service and waits (2 s at most) for JetStream to
-// acknowledge the events sent; the connection is the caller's.
+// Close removes the service, puts the records still waiting and waits
+// (2 s at most each) for JetStream to acknowledge the events sent; the
+// connection is the caller's.
 func (s *Server) Close() {
 	if s.svc != nil {
 		if err := s.svc.Stop(); err != nil {
 			s.log.Warn("NATS service not stopped cleanly", "error", err)
 		}
 		s.svc = nil
+	}
+	if s.rec != nil {
+		s.rec.close()
 	}
 	if s.js != nil {
 		select {
@@ -205,8 +218,14 @@ type Event struct {
 
 // Publish sends a task's new record as an event and keeps it in the
 // bucket. Use it as the manager's OnChange: calls for one task come in
-// order, from one goroutine at a time.
+// order, from one goroutine at a time. A running task's record is put in
+// the background (a move's progress reports do not wait for NATS); a
+// task's last record is in the bucket before its final event is sent, so
+// a consumer of the event finds it there.
 func (s *Server) Publish(t sidecar.Task) {
+	if t.Over() {
+		s.Keep(t)
+	}
 	s.mu.Lock()
 	s.seq[t.ID]++
 	ev := Event{Seq: s.seq[t.ID], Final: t.Over(), Task: t}
@@ -228,25 +247,33 @@ func (s *Server) Publish(t sidecar.Task) {
 		s.lost.Add(1)
 		s.log.Warn("task event not published", "task", t.ID, "seq", ev.Seq, "error", err, "lost", s.lost.Load())
 	}
-	s.Keep(t)
+	if !t.Over() {
+		s.queue(t)
+	}
 }
 
-// Keep writes the record to the bucket, with no event. Records are the
-// restart's memory: a failed put is counted and logged like a lost event.
+// Keep writes the record to the bucket, with no event, and returns once
+// it is there. Records are the restart's memory: a failed put is counted
+// and logged like a lost event.
 func (s *Server) Keep(t sidecar.Task) {
-	if s.kv == nil {
+	if s.rec != nil {
+		s.queue(t)
+		s.rec.flush()
+	}
+}
+
+// queue has the record put in the background.
+func (s *Server) queue(t sidecar.Task) {
+	if s.rec == nil {
 		return
 	}
 	body, err := json.Marshal(t)
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err = s.kv.Put(ctx, s.cfg.NodeID+"."+t.ID, body)
-		cancel()
-	}
 	if err != nil {
 		s.lost.Add(1)
 		s.log.Warn("task record not kept", "task", t.ID, "error", err)
+		return
 	}
+	s.rec.keep(s.cfg.NodeID+"."+t.ID, body)
 }
 
 // Records returns this node's task records from the bucket (none without
