@@ -3,7 +3,7 @@
 # runs one of them:
 #
 #   bash scripts/setup.sh demo    # then: go run ./cmd/slotmover-lab demo [its flags]
-#   bash scripts/setup.sh test    # then: go test -count=1 -timeout 36m ./tests/matrix ./...
+#   bash scripts/setup.sh test    # then: go test -count=1 -timeout 38m ./tests/matrix ./...
 #   bash scripts/setup.sh check   # set up only
 #
 # They start real redis-server processes and run redis-cli. When those are
@@ -91,5 +91,5 @@ case "$mode" in
 demo) exec go run ./cmd/slotmover-lab demo "${@:2}" ;;
 # The compatibility matrix is the longest package by far (about 33 of CI's
 # minutes): named first, it starts first, and the others run beside it.
-test) exec go test -count=1 -timeout 36m ./tests/matrix ./... ;;
+test) exec go test -count=1 -timeout 38m ./tests/matrix ./... ;;
 esac
