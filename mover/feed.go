@@ -324,7 +324,7 @@ func (f *feeder) finishRead(r *pendingRead) error {
 		f.keys.held[s] = false
 	}
 	for _, k := range f.reads.finish(r) {
-		if err := f.restore(k, r.snapshot); err != nil {
+		if err := f.restore(k, r.ofSnapshot()); err != nil {
 			return err
 		}
 	}

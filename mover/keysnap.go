@@ -105,9 +105,10 @@ const (
 	readsAhead       = 8      // calls made before their marker came through the stream
 )
 
-func newKeyLister(plan snapshotPlan, big int64) *keyLister {
-	ks := &keyLister{groups: plan.groups, known: plan.known, held: make([]bool, slots.Count), big: map[string]*bigRead{},
-		lim: slotread.Limits{Budget: readBudget, Big: big, AnySlot: plan.anySlot}, fieldTTLs: plan.fieldTTLs}
+func newKeyLister(plan snapshotPlan, opts *Options, source *redis.Client, rs *reads, gate *throttle.Gate, log *slog.Logger) *keyLister {
+	ks := &keyLister{source: source, reads: rs, gate: gate, log: log, chunkLimit: opts.chunkLimit(),
+		groups: plan.groups, known: plan.known, held: make([]bool, slots.Count), big: map[string]*bigRead{},
+		lim: slotread.Limits{Budget: readBudget, Big: int64(opts.BigKeyElements), AnySlot: plan.anySlot}, fieldTTLs: plan.fieldTTLs}
 	for _, g := range plan.groups {
 		for _, s := range g {
 			ks.held[s] = true

@@ -35,16 +35,19 @@ func newReads(task string) *reads {
 // slots for the keys path's snapshot, made in one call with a marker
 // write (see package slotread); or a resync, read at an offset.
 type pendingRead struct {
-	id       uint64
-	marker   []byte
-	at       int64          // a resync's offset (slotread.ReadAt)
-	keys     []slotread.Key // the copies, restored at the marker
-	listed   []uint16       // a listing's slots, held until the marker
-	chunk    *chunkCopy     // a chunk of a big key
-	snapshot bool           // part of the keys path's snapshot
+	id     uint64
+	marker []byte
+	at     int64          // a resync's offset (slotread.ReadAt)
+	keys   []slotread.Key // the copies, restored at the marker
+	listed []uint16       // a listing's slots, held until the marker
+	chunk  *chunkCopy     // a chunk of a big key
 }
 
 func (r *pendingRead) nonce() string { return strconv.FormatUint(r.id, 10) }
+
+// ofSnapshot: a read of the keys path's snapshot (those are marked; a
+// resync is read at an offset).
+func (r *pendingRead) ofSnapshot() bool { return r.marker != nil }
 
 // awaitingRead marks a listed key whose read is not made yet.
 const awaitingRead = math.MaxUint64
@@ -53,7 +56,7 @@ const awaitingRead = math.MaxUint64
 // with a marker in slot.
 func (rs *reads) marked(slot uint16) *pendingRead {
 	rs.seq++
-	r := &pendingRead{id: rs.seq, marker: []byte(tempKey(slot, rs.task+":marker", 0)), snapshot: true}
+	r := &pendingRead{id: rs.seq, marker: []byte(tempKey(slot, rs.task+":marker", 0))}
 	rs.pending[r.nonce()] = r
 	return r
 }
@@ -66,11 +69,12 @@ func (rs *reads) drop(r *pendingRead) { delete(rs.pending, r.nonce()) }
 
 // readAt registers a resync of keys read at offset at: the stream's
 // commands on them wait for it.
-func (rs *reads) readAt(at int64, keys []slotread.Key) {
+func (rs *reads) readAt(at int64, keys []slotread.Key) *pendingRead {
 	rs.seq++
 	r := &pendingRead{id: rs.seq, at: at, keys: keys}
 	rs.deferTo(r)
 	rs.positioned = append(rs.positioned, r)
+	return r
 }
 
 // deferTo makes the stream's commands on r's copies (not its big keys,

@@ -56,6 +56,7 @@ func TestReads(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			rs := newReads("t")
 			byName := map[string]*pendingRead{}
+			nameOf := map[*pendingRead]string{}
 			refused := map[string]*pendingRead{}
 			var brings []string
 			finish := func(name string, r *pendingRead) {
@@ -78,6 +79,7 @@ func TestReads(t *testing.T) {
 					}
 					rs.deferTo(r)
 					byName[w[1]] = r
+					nameOf[r] = w[1]
 				case "refused":
 					rs.drop(byName[w[1]])
 					refused[w[1]] = byName[w[1]]
@@ -88,17 +90,15 @@ func TestReads(t *testing.T) {
 					for _, k := range w[2:] {
 						keys = append(keys, slotread.Key{Name: k})
 					}
-					rs.readAt(off, keys)
-					rs.positioned[len(rs.positioned)-1].marker = []byte(name) // a label for brings
+					nameOf[rs.readAt(off, keys)] = name
 				case "marker":
-					r := byName[w[1]]
-					if got := rs.of(markerBlock(r)); got != nil {
-						finish(w[1], got)
+					if got := rs.of(markerBlock(byName[w[1]])); got != nil {
+						finish(nameOf[got], got)
 					}
 				case "stream":
 					end, _ := strconv.ParseInt(w[1], 10, 64)
 					for r := rs.due(end); r != nil; r = rs.due(end) {
-						finish(string(r.marker), r)
+						finish(nameOf[r], r)
 					}
 				case "release":
 					rs.release(w[1])

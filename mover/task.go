@@ -419,9 +419,7 @@ func (t *task) startCopy(ctx context.Context) error {
 		source: t.p.source, reads: newReads(t.opts.TaskID), expiring: newExpiring(),
 	}
 	if t.snap.path == SnapshotKeys {
-		ks := newKeyLister(t.snap, int64(t.opts.BigKeyElements))
-		ks.source, ks.reads, ks.gate, ks.log, ks.chunkLimit = t.p.source, c.f.reads, t.gate, t.log, t.opts.chunkLimit()
-		c.f.keys = ks
+		c.f.keys = newKeyLister(t.snap, &t.opts, t.p.source, c.f.reads, t.gate, t.log)
 	} else {
 		c.f.rdb = &rdbCopier{opts: &t.opts, log: t.log, sourceID: t.p.sourceID, stats: &t.stats, app: app, target: t.p.target,
 			targetVersion: targetVersion, expiring: c.f.expiring, valueBuf: make([]byte, 0, 32)}
