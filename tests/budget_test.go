@@ -34,10 +34,7 @@ func TestBudgetHoldsTheCopyWhileTheTargetIsSlow(t *testing.T) {
 			ctx := testContext(t, 2*time.Minute)
 			cc := c.Client() // the slots' owner now
 			defer cc.Close()
-			before, err := localcluster.Capture(ctx, cc, keys)
-			if err != nil {
-				t.Fatal(err)
-			}
+			before := capture(t, ctx, cc, keys)
 			mv := mover.Start(ctx, mover.Options{Source: mover.Conn{Addr: c.Nodes[src].Addr}, Target: mover.Conn{Addr: c.Nodes[dst].Addr},
 				Slots: set, Logger: testLogger(t), Budget: budget})
 			// Held until the copy has begun and the prober has its idle
@@ -57,8 +54,7 @@ func TestBudgetHoldsTheCopyWhileTheTargetIsSlow(t *testing.T) {
 			if err != nil || sum.Result != mover.ResultMoved {
 				t.Fatalf("move: %s: %v", sum.Result, err)
 			}
-			target := c.Nodes[dst].Client()
-			defer target.Close()
+			target := nodeClient(t, c, dst)
 			if err := before.Compare(ctx, target); err != nil {
 				t.Fatalf("on the target: %v", err)
 			}
@@ -194,9 +190,7 @@ func (h *lateReader) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // the source still the owner, until the hold is released. No write is
 // lost.
 func TestPausedMoveAndHeldCutover(t *testing.T) {
-	c := fourMasters(t)
-	ctx := testContext(t, 3*time.Minute)
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 3*time.Minute)
 	set := mustSlots(t, "0-5460")
 	keys := loadSmall(t, cc, 20_000, set)
 	w := startWriter(t, c, 2_000_000)
@@ -207,8 +201,7 @@ func TestPausedMoveAndHeldCutover(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitProgress(t, mv, "the copy to start", func(p mover.Progress) bool { return p.Phase == mover.PhaseSnapshot })
-	target := c.Nodes[3].Client()
-	defer target.Close()
+	target := nodeClient(t, c, 3)
 	size0, _ := target.DBSize(ctx).Result()
 	p0 := mv.Progress()
 	time.Sleep(time.Second)
@@ -244,9 +237,7 @@ func TestPausedMoveAndHeldCutover(t *testing.T) {
 	if err != nil || sum.Result != mover.ResultMoved {
 		t.Fatalf("move: %s: %v", sum.Result, err)
 	}
-	if err := c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	must(t, c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second))
 	if sum.PausedMS < 1000 {
 		t.Fatalf("paused %d ms, want the 1 s it was paused", sum.PausedMS)
 	}

@@ -29,17 +29,11 @@ import (
 // and the writer lose nothing and see no ASK or TRYAGAIN.
 func TestSourceReplIDChangeCancelsMove(t *testing.T) {
 	t.Run("DEBUG CHANGE-REPL-ID", func(t *testing.T) {
-		c := fourMasters(t)
-		ctx := testContext(t, 2*time.Minute)
-		cc := clusterClient(t, c)
+		c, ctx, cc := fourMastersAndClient(t, 2*time.Minute)
 		set := mustSlots(t, "0-5460")
 		moved := keysIn(load(t, cc, 5_000, set), set)
-		before, err := localcluster.Capture(ctx, cc, moved)
-		if err != nil {
-			t.Fatal(err)
-		}
-		source := c.Nodes[0].Client()
-		defer source.Close()
+		before := capture(t, ctx, cc, moved)
+		source := nodeClient(t, c, 0)
 		w := startWriter(t, c, 1_000_000)
 		done, cancel := moveHeldInCatchUp(t, c, set)
 		defer cancel()
@@ -54,9 +48,7 @@ func TestSourceReplIDChangeCancelsMove(t *testing.T) {
 	})
 
 	t.Run("failover of the source", func(t *testing.T) {
-		c := fourMasters(t)
-		ctx := testContext(t, 2*time.Minute)
-		cc := clusterClient(t, c)
+		c, ctx, cc := fourMastersAndClient(t, 2*time.Minute)
 		set := mustSlots(t, "0-5460")
 		moved := keysIn(load(t, cc, 5_000, set), set)
 		replica := addReplica(t, c, 0)
@@ -68,15 +60,9 @@ func TestSourceReplIDChangeCancelsMove(t *testing.T) {
 		}
 		c.Nodes = append(c.Nodes, replica)
 		c.IDs = append(c.IDs, replicaID)
-		if err := c.WaitHealthy(ctx, 30*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		before, err := localcluster.Capture(ctx, cc, moved)
-		if err != nil {
-			t.Fatal(err)
-		}
-		source := c.Nodes[0].Client()
-		defer source.Close()
+		must(t, c.WaitHealthy(ctx, 30*time.Second))
+		before := capture(t, ctx, cc, moved)
+		source := nodeClient(t, c, 0)
 		oldID, err := replID(ctx, source)
 		if err != nil {
 			t.Fatal(err)
@@ -151,12 +137,9 @@ func assertReplIDRollback(t *testing.T, c *localcluster.Cluster, set *slots.Set,
 	if sum.KeysCopied == 0 {
 		t.Fatalf("the move copied nothing before it was cancelled: the rollback removed nothing (%+v)", sum)
 	}
-	target := c.Nodes[3].Client()
-	defer target.Close()
+	target := nodeClient(t, c, 3)
 	assertTargetHoldsNone(t, ctx, target, set)
-	if err := c.WaitOwner(ctx, set, owner, 20*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	must(t, c.WaitOwner(ctx, set, owner, 20*time.Second))
 	o := ownerNode.Client()
 	defer o.Close()
 	if err := before.Compare(ctx, o); err != nil {
@@ -207,12 +190,9 @@ func replID(ctx context.Context, c *redis.Client) (string, error) {
 
 // FLUSHALL on the source during the move cancels it, with rollback.
 func TestFlushAllCancelsMove(t *testing.T) {
-	c := fourMasters(t)
-	ctx := testContext(t, 2*time.Minute)
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 2*time.Minute)
 	load(t, cc, 5000, mustSlots(t, "0-5460"))
-	source := c.Nodes[0].Client()
-	defer source.Close()
+	source := nodeClient(t, c, 0)
 	// The move is held in catch-up by a fence that is never met: without
 	// the FLUSHALL, or if it goes unnoticed, it would stay there until
 	// --max-catch-up (10 min). It gets this long.
@@ -252,14 +232,11 @@ func TestFlushAllCancelsMove(t *testing.T) {
 	if !errors.Is(err, mover.ErrSourceFlushed) || sum.Result != mover.ResultRolledBack {
 		t.Fatalf("move: %s: %v", sum.Result, err)
 	}
-	target := c.Nodes[3].Client()
-	defer target.Close()
+	target := nodeClient(t, c, 3)
 	if n := target.DBSize(ctx).Val(); n != 0 {
 		t.Fatalf("target keeps %d keys after the rollback", n)
 	}
-	if err := c.WaitOwner(ctx, mustSlots(t, "0-5460"), c.IDs[0], 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	must(t, c.WaitOwner(ctx, mustSlots(t, "0-5460"), c.IDs[0], 5*time.Second))
 }
 
 // FLUSHALL on the source while the snapshot streams cuts the RDB short and
@@ -273,9 +250,7 @@ func TestFlushAllDuringSnapshotLeavesTargetEmpty(t *testing.T) {
 	c := harness.ClusterT(t, []string{"0-5460", "5461-10922", "10923-16000", "16001-16383"}, localcluster.Options{})
 	ctx := testContext(t, 4*time.Minute)
 	cc := clusterClient(t, c)
-	source, target := c.Nodes[0].Client(), c.Nodes[3].Client()
-	defer source.Close()
-	defer target.Close()
+	source, target := nodeClient(t, c, 0), nodeClient(t, c, 3)
 	set := mustSlots(t, "0-5460")
 	for _, after := range []int64{1, 5_000, 20_000} {
 		if err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.FlushAll(ctx).Err() }); err != nil {
@@ -358,15 +333,11 @@ func TestFlushAllDuringSnapshotLeavesTargetEmpty(t *testing.T) {
 // the source still their owner (flushed, as asked), within a bound (a
 // missed FLUSHDB would hold the move until its deadline).
 func TestFlushDBCancelsMove(t *testing.T) {
-	c := fourMasters(t)
-	ctx := testContext(t, 2*time.Minute)
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 2*time.Minute)
 	set := mustSlots(t, "0-5460")
 	load(t, cc, 2_000, set)
-	source := c.Nodes[0].Client()
-	defer source.Close()
-	target := c.Nodes[3].Client()
-	defer target.Close()
+	source := nodeClient(t, c, 0)
+	target := nodeClient(t, c, 3)
 	done, cancel := moveHeldInCatchUp(t, c, set)
 	defer cancel()
 	if err := source.FlushDB(ctx).Err(); err != nil {
@@ -389,9 +360,7 @@ func TestFlushDBCancelsMove(t *testing.T) {
 		t.Fatal("the move copied nothing before the FLUSHDB: the rollback removed nothing")
 	}
 	assertTargetHoldsNone(t, ctx, target, set)
-	if err := c.WaitOwner(ctx, set, c.IDs[0], 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	must(t, c.WaitOwner(ctx, set, c.IDs[0], 10*time.Second))
 	if n, err := source.DBSize(ctx).Result(); err != nil || n != 0 {
 		t.Fatalf("the source holds %d keys after its FLUSHDB (%v)", n, err)
 	}

@@ -28,9 +28,7 @@ func TestWriterChecksCatchPlantedFaults(t *testing.T) {
 	c := harness.ClusterT(t, []string{"0-16383", ""}, localcluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	source, target := c.Nodes[0].Client(), c.Nodes[1].Client()
-	defer source.Close()
-	defer target.Close()
+	source, target := nodeClient(t, c, 0), nodeClient(t, c, 1)
 
 	// A writer whose every write is refused (out of memory): no write
 	// acknowledged, and the errors it got.
@@ -188,12 +186,8 @@ func TestMoveChecksCatchResurrectedAndOrphanedKeys(t *testing.T) {
 	if err != nil || sum.Result != mover.ResultMoved {
 		t.Fatalf("move: %s: %v", sum.Result, err)
 	}
-	if err := c.WaitOwner(ctx, set, c.IDs[1], 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	source, target := c.Nodes[0].Client(), c.Nodes[1].Client()
-	defer source.Close()
-	defer target.Close()
+	must(t, c.WaitOwner(ctx, set, c.IDs[1], 10*time.Second))
+	source, target := nodeClient(t, c, 0), nodeClient(t, c, 1)
 	// The controls: nothing to report after a good move.
 	if err := before.Compare(ctx, target); err != nil {
 		t.Fatalf("after the move: %v", err)

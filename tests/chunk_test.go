@@ -23,9 +23,7 @@ func TestBigKeyCommandsFitTheChunkTime(t *testing.T) {
 }
 
 func bigKeyCommandsFitTheChunkTime(t *testing.T, path string) {
-	c := fourMasters(t)
-	ctx := testContext(t, 3*time.Minute)
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 3*time.Minute)
 	set := mustSlots(t, "0-9")
 	tag := tagIn(set, 0)
 	fat, thin, wide := tag+"fat-hash", tag+"thin-zset", tag+"wide-set"
@@ -49,9 +47,7 @@ func bigKeyCommandsFitTheChunkTime(t *testing.T, path string) {
 	if err := cc.Expire(ctx, fat, time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
-	source, target := c.Nodes[0].Client(), c.Nodes[3].Client()
-	defer source.Close()
-	defer target.Close()
+	source, target := nodeClient(t, c, 0), nodeClient(t, c, 3)
 	for _, s := range []*redis.Client{source, target} {
 		for _, kv := range [][2]string{{"slowlog-log-slower-than", "0"}, {"slowlog-max-len", "100000"}} {
 			if err := s.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {

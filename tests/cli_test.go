@@ -33,16 +33,9 @@ func TestCLIRefusesExtraArguments(t *testing.T) {
 	cc := clusterClient(t, c)
 	asked := mustSlots(t, "0-10,20-30")
 	keys := append(fillMoved(t, ctx, cc, mustSlots(t, "0-10"), 1), fillMoved(t, ctx, cc, mustSlots(t, "20-30"), 1)...)
-	source := c.Nodes[0].Client()
-	defer source.Close()
-	held, err := localcluster.Capture(ctx, source, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	before, err := c.Fingerprint(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	source := nodeClient(t, c, 0)
+	held := capture(t, ctx, source, keys)
+	before := fingerprint(t, ctx, c)
 	src, dst := c.Nodes[0].Addr, c.Nodes[1].Addr
 	plan := filepath.Join(t.TempDir(), "plan.json") // never read: the surplus is refused first
 	cases := []struct {
@@ -90,9 +83,7 @@ func TestCLIRefusesExtraArguments(t *testing.T) {
 	}
 	// Slots 0-10 and 20-30 are still the source's in every node's view,
 	// with their keys.
-	if err := c.WaitOwner(ctx, asked, c.IDs[0], 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	must(t, c.WaitOwner(ctx, asked, c.IDs[0], 5*time.Second))
 	if err := held.Compare(ctx, source); err != nil {
 		t.Fatalf("the asked slots' keys on the source: %v", err)
 	}
@@ -356,14 +347,8 @@ func TestCLITLSClientCertificate(t *testing.T) {
 	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-3000")
 	keys := fillMoved(t, ctx, cc, set, 2)
-	held, err := localcluster.Capture(ctx, cc, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fingerprint, err := c.Fingerprint(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := capture(t, ctx, cc, keys)
+	fingerprint := fingerprint(t, ctx, c)
 	move := []string{"move", "--json", "--source", c.Nodes[0].Addr, "--target", c.Nodes[1].Addr, "--slots", set.String(), "--tls-ca-cert", cert}
 	for _, r := range []struct {
 		args []string
@@ -383,11 +368,8 @@ func TestCLITLSClientCertificate(t *testing.T) {
 	if sum := parseSummary(t, code, stdout, stderr); code != 0 || sum.Result != "moved" || sum.KeysCopied != int64(len(keys)) {
 		t.Fatalf("move with --tls-cert and --tls-key: exit %d, result %q, %d keys (want %d); stderr %s", code, sum.Result, sum.KeysCopied, len(keys), stderr)
 	}
-	if err := c.WaitOwner(ctx, set, c.IDs[1], 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	target := c.Nodes[1].Client()
-	defer target.Close()
+	must(t, c.WaitOwner(ctx, set, c.IDs[1], 10*time.Second))
+	target := nodeClient(t, c, 1)
 	if err := held.Compare(ctx, target); err != nil {
 		t.Fatalf("after the move, on the target: %v", err)
 	}

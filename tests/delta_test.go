@@ -31,6 +31,23 @@ type mirrored struct {
 	keys   map[string]bool
 }
 
+// newMirrored is a mirror server beside c's cluster. Its client of the
+// cluster follows redirections and waits out a node that is down for
+// longer than go-redis does by default: a command refused so ran nothing,
+// and an application would try it again. (Valkey 8 answers CLUSTERDOWN for
+// the milliseconds between its DELSLOTS release and hearing the target's
+// claim.)
+func newMirrored(t *testing.T, cc *redis.ClusterClient) *mirrored {
+	mirror := harness.ServerT(t, localcluster.Options{}).Client()
+	t.Cleanup(func() { mirror.Close() })
+	opts := *cc.Options()
+	opts.MaxRedirects, opts.MaxRetries = 16, 64
+	opts.MinRetryBackoff, opts.MaxRetryBackoff = time.Millisecond, 50*time.Millisecond
+	patient := redis.NewClusterClient(&opts)
+	t.Cleanup(func() { patient.Close() })
+	return &mirrored{cc: patient, mirror: mirror, keys: map[string]bool{}}
+}
+
 func (m *mirrored) do(ctx context.Context, keys []string, op func(c redis.Cmdable) error) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -51,32 +68,25 @@ func TestMultiKeyWritesDuringMove(t *testing.T) {
 	onBothPaths(t, multiKeyWritesDuringMove)
 }
 
-func multiKeyWritesDuringMove(t *testing.T, path string) {
-	c := fourMasters(t)
-	ctx := testContext(t, 3*time.Minute)
-	cc := clusterClient(t, c)
-	set := mustSlots(t, "0-5460")
+// loadForPath loads n keys for a move of set by path: the big keys in set
+// on the RDB path, and elsewhere on the keys path (which reads no big list
+// or stream), whose source then keeps a backlog.
+func loadForPath(t *testing.T, ctx context.Context, c *localcluster.Cluster, cc *redis.ClusterClient, n int, set *slots.Set, path string) {
+	t.Helper()
 	bigIn := set
 	if path == mover.SnapshotKeys {
-		bigIn = mustSlots(t, "5461-10922") // the keys path takes no big key
-		if err := c.KeepBacklog(ctx); err != nil {
-			t.Fatal(err)
-		}
+		bigIn = mustSlots(t, "5461-10922")
+		must(t, c.KeepBacklog(ctx))
 	}
-	load(t, cc, 10_000, bigIn)
-	mirror := harness.ServerT(t, localcluster.Options{}).Client()
-	defer mirror.Close()
-	// The workload's client follows redirections and waits out a node that
-	// is down for longer than go-redis does by default: a command refused
-	// so ran nothing, and an application would try it again. (Valkey 8
-	// answers CLUSTERDOWN for the milliseconds between its DELSLOTS release
-	// and hearing the target's claim.)
-	opts := *cc.Options()
-	opts.MaxRedirects, opts.MaxRetries = 16, 64
-	opts.MinRetryBackoff, opts.MaxRetryBackoff = time.Millisecond, 50*time.Millisecond
-	patient := redis.NewClusterClient(&opts)
-	defer patient.Close()
-	m := &mirrored{cc: patient, mirror: mirror, keys: map[string]bool{}}
+	load(t, cc, n, bigIn)
+}
+
+func multiKeyWritesDuringMove(t *testing.T, path string) {
+	c, ctx, cc := fourMastersAndClient(t, 3*time.Minute)
+	set := mustSlots(t, "0-5460")
+	loadForPath(t, ctx, c, cc, 10_000, set, path)
+	m := newMirrored(t, cc)
+	mirror := m.mirror
 	var tags []string
 	for i := 0; i < 8; i++ {
 		tags = append(tags, tagIn(set, 100+i))
@@ -177,8 +187,7 @@ func multiKeyWritesDuringMove(t *testing.T, path string) {
 	for k := range m.keys {
 		keys = append(keys, k)
 	}
-	target := c.Nodes[3].Client()
-	defer target.Close()
+	target := nodeClient(t, c, 3)
 	// Keys the workload deleted or renamed away must be gone from the
 	// target as from the mirror.
 	present, err := localcluster.CompareKeysMayBeAbsent(ctx, mirror, target, keys)
@@ -198,9 +207,7 @@ func multiKeyWritesDuringMove(t *testing.T, path string) {
 // the source's writes held for the whole 250 ms, and under steady multi-key
 // writes half the attempts failed so, now and then all five of a move.)
 func TestResyncDuringThePause(t *testing.T) {
-	c := fourMasters(t)
-	ctx := testContext(t, time.Minute)
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, time.Minute)
 	set := mustSlots(t, "0-99")
 	a, b := tagIn(set, 0)+"a", tagIn(set, 0)+"b"
 	if err := cc.Set(ctx, a, "v", 0).Err(); err != nil {
@@ -272,8 +279,7 @@ func TestResyncDuringThePause(t *testing.T) {
 	if len(attempts) != 1 || attempts[0] != nil || sum.KeysResynced == 0 || sum.PauseMS > 100 {
 		t.Fatalf("cutover attempts %v, %d keys resynced, pause %.1f ms: want one attempt, a resync in its pause, and a short pause", attempts, sum.KeysResynced, sum.PauseMS)
 	}
-	target := c.Nodes[3].Client()
-	defer target.Close()
+	target := nodeClient(t, c, 3)
 	gone := a
 	if last == a {
 		gone = b
@@ -293,13 +299,10 @@ func TestResyncDuringThePause(t *testing.T) {
 // for a cutover (hot multi-key writes, a target that cannot follow) ends
 // at its deadline with a rollback, instead of never.
 func TestResyncsOfExpiringAndHotKeys(t *testing.T) {
-	c := fourMasters(t)
-	ctx := context.Background()
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 5*time.Minute)
 	set := mustSlots(t, "0-5460")
 	load(t, cc, 5_000, set)
-	source := c.Nodes[0].Client()
-	defer source.Close()
+	source := nodeClient(t, c, 0)
 	// Keys then expire only when read: by the resync's DUMP, in its MULTI.
 	if err := source.Do(ctx, "DEBUG", "SET-ACTIVE-EXPIRE", "0").Err(); err != nil {
 		t.Fatal(err)
@@ -359,8 +362,7 @@ func TestResyncsOfExpiringAndHotKeys(t *testing.T) {
 	})
 	switch {
 	case hot.Result == mover.ResultRolledBack && strings.Contains(hot.Error, "no cutover after"):
-		target := c.Nodes[1].Client()
-		defer target.Close()
+		target := nodeClient(t, c, 1)
 		assertTargetHoldsNone(t, ctx, target, set)
 	default:
 		t.Fatalf("move under a hot LMOVE: %s: %s", hot.Result, hot.Error)
@@ -373,13 +375,10 @@ func TestResyncsOfExpiringAndHotKeys(t *testing.T) {
 // the target). The source's own replica is stopped, so a WAIT that counts
 // one is the move's link.
 func TestWaitNeverCountsTheMove(t *testing.T) {
-	c := fourMasters(t)
-	ctx := testContext(t, 2*time.Minute)
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 2*time.Minute)
 	set := mustSlots(t, "0-999")
 	load(t, cc, 2_000, set)
-	source := c.Nodes[0].Client()
-	defer source.Close()
+	source := nodeClient(t, c, 0)
 	replica := addReplica(t, c, 0)
 	// Stopped only once the source's view has it as its replica: a node it
 	// still takes for a master would be one the preflight cannot reach.
@@ -416,8 +415,7 @@ func TestWaitNeverCountsTheMove(t *testing.T) {
 		t.Fatalf("WAIT for a slot that is not moving: %d replicas counted the move", n)
 	}
 	moving := tagIn(set, 9) + "waited"
-	target := c.Nodes[3].Client()
-	defer target.Close()
+	target := nodeClient(t, c, 3)
 	tconn := target.Conn()
 	defer tconn.Close()
 	onTarget := func() bool {
@@ -461,13 +459,10 @@ func TestWaitNeverCountsTheMove(t *testing.T) {
 // shows first); Redis streams its effects as one MULTI block. The move is
 // held in catch-up until the script has run.
 func TestCrossSlotWriteIntoMovingSlot(t *testing.T) {
-	c := fourMasters(t)
-	ctx := testContext(t, 2*time.Minute)
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 2*time.Minute)
 	set := mustSlots(t, "0-2000")
 	moved := keysIn(load(t, cc, 5_000, set), set)
-	source := c.Nodes[0].Client()
-	defer source.Close()
+	source := nodeClient(t, c, 0)
 	in := tagIn(set, 40) + "in"
 	out := tagIn(mustSlots(t, "3000-5460"), 41) + "out"
 	for _, k := range []string{in, out} {
@@ -475,10 +470,7 @@ func TestCrossSlotWriteIntoMovingSlot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before, err := localcluster.Capture(ctx, cc, moved)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := capture(t, ctx, cc, moved)
 	const flagged = "#!lua flags=allow-cross-slot-keys\n"
 	// What a cluster source refuses: one command across slots, even in a
 	// flagged script, and declared keys across slots.
@@ -500,17 +492,14 @@ func TestCrossSlotWriteIntoMovingSlot(t *testing.T) {
 	if scriptErr != nil {
 		t.Fatalf("the cross-slot script on the source: %v", scriptErr)
 	}
-	target := c.Nodes[3].Client()
-	defer target.Close()
+	target := nodeClient(t, c, 3)
 	// What the README says: the block is applied split and the move
 	// completes; the data must be right: the moved key with the script's
 	// write on the target, the other key with its own on the source.
 	if err != nil || sum.Result != mover.ResultMoved {
 		t.Fatalf("move: %s (%v): a cross-slot script is applied split, the move goes on", sum.Result, err)
 	}
-	if err := c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	must(t, c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second))
 	if v, err := target.Get(ctx, in).Result(); err != nil || v != "after" {
 		t.Fatalf("split: the moved key on the target: %q, %v; want the script's write", v, err)
 	}
@@ -561,19 +550,9 @@ func TestMoreMultiKeyDeltaCommands(t *testing.T) {
 }
 
 func moreMultiKeyDeltaCommands(t *testing.T, path string) {
-	c := fourMasters(t)
-	ctx := testContext(t, 3*time.Minute)
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 3*time.Minute)
 	set := mustSlots(t, "0-2000")
-	bigIn := set
-	if path == mover.SnapshotKeys {
-		// The keys path takes no big list or stream, and needs a backlog.
-		bigIn = mustSlots(t, "5461-10922")
-		if err := c.KeepBacklog(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	load(t, cc, 2_000, bigIn)
+	loadForPath(t, ctx, c, cc, 2_000, set, path)
 	v, err := localcluster.ServerVersion()
 	if err != nil {
 		t.Fatal(err)
@@ -582,14 +561,8 @@ func moreMultiKeyDeltaCommands(t *testing.T, path string) {
 	// The entries-read limitation's servers (see above).
 	staleEntriesRead := v.Product == "Redis" && v.AtLeast(7, 0) && !v.AtLeast(7, 4) ||
 		v.Product == "Valkey" && !v.AtLeast(8, 0)
-	mirror := harness.ServerT(t, localcluster.Options{}).Client()
-	defer mirror.Close()
-	opts := *cc.Options()
-	opts.MaxRedirects, opts.MaxRetries = 16, 64
-	opts.MinRetryBackoff, opts.MaxRetryBackoff = time.Millisecond, 50*time.Millisecond
-	patient := redis.NewClusterClient(&opts)
-	defer patient.Close()
-	m := &mirrored{cc: patient, mirror: mirror, keys: map[string]bool{}}
+	m := newMirrored(t, cc)
+	mirror := m.mirror
 	loadEverywhere := func(lib string) error {
 		if !functions {
 			return nil
@@ -815,8 +788,7 @@ func moreMultiKeyDeltaCommands(t *testing.T, path string) {
 	var rounds int
 	var swapErr error
 	workload := func() {
-		source := c.Nodes[0].Client()
-		defer source.Close()
+		source := nodeClient(t, c, 0)
 		swapErr = source.Do(ctx, "SWAPDB", 0, 1).Err()
 		if err := loadEverywhere(claimsLibDuring); err != nil {
 			opsErr = fmt.Errorf("FUNCTION LOAD during the move: %w", err)
@@ -854,9 +826,7 @@ func moreMultiKeyDeltaCommands(t *testing.T, path string) {
 	if swapErr == nil || !strings.Contains(swapErr.Error(), "cluster mode") {
 		t.Errorf("SWAPDB on a cluster source: %v; want it refused in cluster mode", swapErr)
 	}
-	if err := c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	must(t, c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second))
 	// The functions are there after the move: both libraries on the target.
 	for i := 0; functions && i < len(tags); i++ {
 		tag := tags[i]
@@ -901,8 +871,7 @@ func moreMultiKeyDeltaCommands(t *testing.T, path string) {
 	}
 	sort.Strings(keys)
 	sort.Strings(streams)
-	target := c.Nodes[3].Client()
-	defer target.Close()
+	target := nodeClient(t, c, 3)
 	present, err := localcluster.CompareKeysMayBeAbsent(ctx, mirror, target, keys)
 	if err != nil {
 		t.Fatalf("target differs from the mirror: %v", err)

@@ -26,13 +26,10 @@ import (
 // on the target. fix refuses while the move is alive, and once it is gone
 // it rolls the target back: the cluster is exactly as before the move.
 func TestFixUndoesAKilledMove(t *testing.T) {
-	c := fourMasters(t)
-	ctx := context.Background()
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 5*time.Minute)
 	load(t, cc, 5000, mustSlots(t, "0-5460"))
 	// Enough plain keys in the moved shard for a snapshot that lasts a while.
-	source := c.Nodes[0].Client()
-	defer source.Close()
+	source := nodeClient(t, c, 0)
 	if _, err := source.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := 0; i < 300_000; i++ {
 			p.Set(ctx, fmt.Sprintf("%s:%d", tagIn(mustSlots(t, "0-5460"), i%500), i), strings.Repeat("v", 256), 0)
@@ -41,18 +38,14 @@ func TestFixUndoesAKilledMove(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	before, err := c.Fingerprint(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := fingerprint(t, ctx, c)
 
 	move := exec.Command(slotmoverBin, "move", "--source", c.Nodes[0].Addr, "--target", c.Nodes[3].Addr, "--slots", "0-5460", "--window", "10", "--reply-per-key")
 	if err := move.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer move.Process.Kill()
-	target := c.Nodes[3].Client()
-	defer target.Close()
+	target := nodeClient(t, c, 3)
 	deadline := time.Now().Add(30 * time.Second)
 	for target.DBSize(ctx).Val() < 1000 {
 		if time.Now().After(deadline) {
@@ -101,15 +94,11 @@ func TestFixGivesAReleasedMoveBack(t *testing.T) {
 }
 
 func fixGivesBack(t *testing.T, form string) {
-	c := fourMasters(t)
-	ctx := context.Background()
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 5*time.Minute)
 	set := mustSlots(t, "0-99")
 	keys := load(t, cc, 5000, set)
 	moved := keysIn(keys, set)
-	source, target := c.Nodes[0].Client(), c.Nodes[3].Client()
-	defer source.Close()
-	defer target.Close()
+	source, target := nodeClient(t, c, 0), nodeClient(t, c, 3)
 	// The state a move leaves when it dies right after the release: the
 	// target imports the slots and holds a copy of their keys...
 	copiedToImporting(t, ctx, source, target, c.IDs[0], set, moved)
@@ -167,12 +156,8 @@ func fixGivesBack(t *testing.T, form string) {
 		t.Fatalf("fix: exit %d\n%s%s", code, stdout, stderr)
 	}
 	t.Logf("fix:\n%s", stdout)
-	if err := c.WaitOwner(ctx, set, c.IDs[0], 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitHealthy(ctx, 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	must(t, c.WaitOwner(ctx, set, c.IDs[0], 10*time.Second))
+	must(t, c.WaitHealthy(ctx, 10*time.Second))
 	if err := want.Compare(ctx, cc); err != nil {
 		t.Fatalf("through a cluster client: %v", err)
 	}
@@ -227,9 +212,7 @@ func TestFixKeepsKeysWhenTheTargetDies(t *testing.T) {
 	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-99")
 	moved := keysIn(load(t, cc, 3000, set), set)
-	source, target := c.Nodes[0].Client(), c.Nodes[1].Client()
-	defer source.Close()
-	defer target.Close()
+	source, target := nodeClient(t, c, 0), nodeClient(t, c, 1)
 	copiedToImporting(t, ctx, source, target, c.IDs[0], set, moved)
 	if n, err := target.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
 		t.Fatalf("WAIT for the replica: %d, %v", n, err)
@@ -293,9 +276,7 @@ func TestFixKeepsKeysWhenTheTargetDies(t *testing.T) {
 // restarted after its release) is refused: exit 2, nothing changed, and a
 // message that names the nodes and what to check.
 func TestFixRefusesASlotImportedTwice(t *testing.T) {
-	c := fourMasters(t)
-	ctx := context.Background()
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 5*time.Minute)
 	load(t, cc, 2000, mustSlots(t, "0-99"))
 	for _, i := range []int{1, 3} {
 		n := c.Nodes[i].Client()
@@ -305,10 +286,7 @@ func TestFixRefusesASlotImportedTwice(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before, err := c.Fingerprint(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := fingerprint(t, ctx, c)
 	code, stdout, stderr := runCLI(t, "fix", "--cluster", c.Nodes[0].Addr)
 	// The two importers are named in either order.
 	a, b := c.Nodes[1].Addr, c.Nodes[3].Addr
@@ -426,9 +404,7 @@ func copyKeys(t *testing.T, from, to *redis.Client, keys []string) {
 // copy of keys.
 func stoppedImport(t *testing.T, c *localcluster.Cluster, src, dst int, set *slots.Set, keys []string) {
 	t.Helper()
-	from, to := c.Nodes[src].Client(), c.Nodes[dst].Client()
-	defer from.Close()
-	defer to.Close()
+	from, to := nodeClient(t, c, src), nodeClient(t, c, dst)
 	setSlotsOn(t, to, set, "IMPORTING", c.IDs[src])
 	copyKeys(t, from, to, keys)
 }
@@ -438,8 +414,7 @@ func stoppedImport(t *testing.T, c *localcluster.Cluster, src, dst int, set *slo
 // false) DELSLOTS alone.
 func releaseSlots(t *testing.T, c *localcluster.Cluster, src, dst int, set *slots.Set, named bool) {
 	t.Helper()
-	cl := c.Nodes[src].Client()
-	defer cl.Close()
+	cl := nodeClient(t, c, src)
 	if err := cl.Do(context.Background(), cluster.SlotsCommand("DELSLOTS", set.Slots())...).Err(); err != nil {
 		t.Fatalf("DELSLOTS on %s: %v", cl.Options().Addr, err)
 	}
@@ -454,8 +429,7 @@ func releaseSlots(t *testing.T, c *localcluster.Cluster, src, dst int, set *slot
 func plantOrphans(t *testing.T, c *localcluster.Cluster, owner, holder int, set *slots.Set, keys []string) {
 	t.Helper()
 	stoppedImport(t, c, owner, holder, set, keys)
-	h := c.Nodes[holder].Client()
-	defer h.Close()
+	h := nodeClient(t, c, holder)
 	setSlotsOn(t, h, set, "STABLE")
 }
 
@@ -670,14 +644,6 @@ func assertEveryKeyOnce(t *testing.T, masters []string, n int) {
 	}
 }
 
-// mustWait fails the test if err (a bounded wait) failed.
-func mustWait(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // --dry-run plans and prints, and changes nothing: every node's own claim,
 // marks, view of the owners and epochs, key count per slot, key count and
 // dataset digest are the same after it. What it prints as "to do" is what
@@ -685,18 +651,13 @@ func mustWait(t *testing.T, err error) {
 // (a move stopped between release and claim), a rollback (a move stopped
 // in its copy) and a cleanup (orphans of a move whose cleanup never ran).
 func TestFixDryRunChangesNothing(t *testing.T) {
-	c := fourMasters(t)
-	ctx := testContext(t, 3*time.Minute)
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 3*time.Minute)
 	A, B, C, D := c.Nodes[0].Addr, c.Nodes[1].Addr, c.Nodes[2].Addr, c.Nodes[3].Addr
 	rolled, given, orphaned := mustSlots(t, "0-49"), mustSlots(t, "6000-6049"), mustSlots(t, "11000-11009")
 	rk, gk, ok := fixKeys(t, rolled, 4), fixKeys(t, given, 4), fixKeys(t, orphaned, 4)
 	keys := slices.Concat(rk, gk, ok)
 	writeFixKeys(t, cc, keys)
-	want, err := localcluster.Capture(ctx, cc, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := capture(t, ctx, cc, keys)
 	stoppedImport(t, c, 0, 3, rolled, rk)
 	stoppedImport(t, c, 1, 3, given, gk)
 	releaseSlots(t, c, 1, 3, given, true)
@@ -738,10 +699,10 @@ func TestFixDryRunChangesNothing(t *testing.T) {
 	if done := outputLines(stdout, "done: "); !slices.Equal(done, todo) {
 		t.Fatalf("fix did %q\nthe dry run said it would do %q", done, todo)
 	}
-	mustWait(t, c.WaitOwner(ctx, rolled, c.IDs[0], 10*time.Second))
-	mustWait(t, c.WaitOwner(ctx, given, c.IDs[1], 10*time.Second))
-	mustWait(t, c.WaitOwner(ctx, orphaned, c.IDs[2], 10*time.Second))
-	mustWait(t, c.WaitHealthy(ctx, 10*time.Second))
+	must(t, c.WaitOwner(ctx, rolled, c.IDs[0], 10*time.Second))
+	must(t, c.WaitOwner(ctx, given, c.IDs[1], 10*time.Second))
+	must(t, c.WaitOwner(ctx, orphaned, c.IDs[2], 10*time.Second))
+	must(t, c.WaitHealthy(ctx, 10*time.Second))
 	assertEveryKeyOnce(t, nodeAddrs(c), len(keys))
 	fresh := c.Client()
 	defer fresh.Close()
@@ -759,9 +720,7 @@ func TestFixDryRunChangesNothing(t *testing.T) {
 // it repairs although the connection is still open (a move that is gone
 // and whose connection hangs), and leaves that connection alone.
 func TestFixForceGoesPastAHangingMove(t *testing.T) {
-	c := fourMasters(t)
-	ctx := testContext(t, 3*time.Minute)
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 3*time.Minute)
 	C, D := c.Nodes[2].Addr, c.Nodes[3].Addr
 	rolled := mustSlots(t, "0-49")
 	keys := fixKeys(t, rolled, 4)
@@ -769,8 +728,7 @@ func TestFixForceGoesPastAHangingMove(t *testing.T) {
 	stoppedImport(t, c, 0, 3, rolled, keys)
 
 	// The hanging connection of a move, on a master the repair does not touch.
-	hung := c.Nodes[2].Client()
-	defer hung.Close()
+	hung := nodeClient(t, c, 2)
 	conn := hung.Conn()
 	defer conn.Close()
 	if err := conn.ClientSetName(ctx, "slotmover:ghost-task").Err(); err != nil {
@@ -796,7 +754,7 @@ func TestFixForceGoesPastAHangingMove(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "done: rollback slots 0-49 on "+D+": ") {
 		t.Fatalf("fix --force: exit %d, want 0 and the rollback done\n%s%s", code, stdout, stderr)
 	}
-	mustWait(t, c.WaitOwner(ctx, rolled, c.IDs[0], 10*time.Second))
+	must(t, c.WaitOwner(ctx, rolled, c.IDs[0], 10*time.Second))
 	if n := keysOn(t, D, rolled); n != 0 {
 		t.Fatalf("after fix --force the target keeps %d keys of slots %s", n, rolled)
 	}
@@ -810,8 +768,7 @@ func TestFixForceGoesPastAHangingMove(t *testing.T) {
 	}
 	conn.Close() // back to its pool, then the pool closes
 	hung.Close()
-	other := c.Nodes[2].Client()
-	defer other.Close()
+	other := nodeClient(t, c, 2)
 	waitFor(t, 10*time.Second, "the move's connection to close", func() bool {
 		list, err := other.ClientList(ctx).Result()
 		return err == nil && !strings.Contains(list, "name=slotmover:ghost-task")
@@ -827,12 +784,9 @@ func TestFixForceGoesPastAHangingMove(t *testing.T) {
 // changed; 0 once every repair is made; 0 with "nothing to repair" after.
 // (2, refused, is asserted by TestFixForceGoesPastAHangingMove.)
 func TestFixExitStatus(t *testing.T) {
-	c := fourMasters(t)
-	ctx := testContext(t, 3*time.Minute)
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 3*time.Minute)
 	B, D := c.Nodes[1].Addr, c.Nodes[3].Addr
-	owner := c.Nodes[1].Client()
-	defer owner.Close()
+	owner := nodeClient(t, c, 1)
 
 	// B, the owner of the orphans' slots, gets a replica.
 	replica := addReplica(t, c, 1)
@@ -1009,10 +963,7 @@ func TestFixWithAMasterDown(t *testing.T) {
 	rk, ok, oka := fixKeys(t, rolled, 4), fixKeys(t, orphaned, 4), fixKeys(t, orphanedA, 4)
 	keys := slices.Concat(rk, ok, oka, fixKeys(t, mustSlots(t, "12000-12009"), 4))
 	writeFixKeys(t, cc, keys)
-	want, err := localcluster.Capture(ctx, cc, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := capture(t, ctx, cc, keys)
 
 	t.Log("C down, not involved: D imports 0-49 from A, D holds orphans of B's 6000-6009")
 	stoppedImport(t, c, 0, 3, rolled, rk)
@@ -1080,7 +1031,7 @@ func TestFixWithAMasterDown(t *testing.T) {
 			t.Fatalf("fix with A back did not make the repair %q:\n%s", w, stdout)
 		}
 	}
-	mustWait(t, c.WaitHealthy(ctx, 20*time.Second))
+	must(t, c.WaitHealthy(ctx, 20*time.Second))
 	// The restarted A serves again (a master's state turns ok a moment
 	// after its start).
 	waitFor(t, 20*time.Second, "every node's cluster_state:ok", func() bool {
@@ -1150,9 +1101,7 @@ func TestFixFinishesAnInterruptedClaim(t *testing.T) {
 	// needs that), and fix may run before Valkey's gossip claims them.
 	c := harness.ClusterT(t, []string{"0-5460", "5461-10922", "10923-16383", ""}, localcluster.Options{Config: []string{"cluster-require-full-coverage no"}})
 	ctx := testContext(t, 3*time.Minute)
-	source, target := c.Nodes[0].Client(), c.Nodes[3].Client()
-	defer source.Close()
-	defer target.Close()
+	source, target := nodeClient(t, c, 0), nodeClient(t, c, 3)
 	if guarded, err := cutover.SetSlotBlocks(ctx, source); err != nil || !guarded {
 		t.Fatalf("%s is not a server whose release is guarded (Valkey 8): %v", localcluster.ServerBin, err)
 	}
@@ -1164,10 +1113,7 @@ func TestFixFinishesAnInterruptedClaim(t *testing.T) {
 	all := slots.NewSet(slices.Concat(inClaim.Ranges(), untold.Ranges(), inCleanup.Ranges())...)
 	keys := fixKeys(t, all, 3)
 	writeFixKeys(t, cc, keys)
-	want, err := localcluster.Capture(ctx, cc, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := capture(t, ctx, cc, keys)
 	// The move copied every key, and the source released the slots once
 	// the target had every write (Valkey 8: DELSLOTS alone).
 	stoppedImport(t, c, 0, 3, all, keys)
@@ -1267,8 +1213,8 @@ func TestFixFinishesAnInterruptedClaim(t *testing.T) {
 	if n := keysOn(t, D, all); n != int64(len(keys)) {
 		t.Fatalf("the target holds %d keys of %s, want %d", n, all, len(keys))
 	}
-	mustWait(t, c.WaitOwner(ctx, all, c.IDs[3], 10*time.Second))
-	mustWait(t, c.WaitHealthy(ctx, 10*time.Second))
+	must(t, c.WaitOwner(ctx, all, c.IDs[3], 10*time.Second))
+	must(t, c.WaitHealthy(ctx, 10*time.Second))
 	assertRepaired(t, ctx, c, want, len(keys), A)
 }
 
@@ -1282,19 +1228,14 @@ func TestFixFinishesAGuardedReleaseForward(t *testing.T) {
 	c := fourMasters(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	source, target := c.Nodes[0].Client(), c.Nodes[3].Client()
-	defer source.Close()
-	defer target.Close()
+	source := nodeClient(t, c, 0)
 	if guarded, err := cutover.SetSlotBlocks(ctx, source); err != nil || !guarded {
 		t.Skipf("only where the release is guarded (Valkey 8): %v", err)
 	}
 	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-99")
 	moved := keysIn(load(t, cc, 5000, set), set)
-	want, err := localcluster.Capture(ctx, cc, moved)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := capture(t, ctx, cc, moved)
 
 	opts := mover.Options{
 		Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
@@ -1315,12 +1256,8 @@ func TestFixFinishesAGuardedReleaseForward(t *testing.T) {
 		t.Fatalf("fix must finish the move forward (claim unless gossip came first, then clean the source):\n%s", stdout)
 	}
 	t.Logf("fix (claim made by fix: %v, else by gossip):\n%s", claimed, stdout)
-	if err := c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitHealthy(ctx, 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	must(t, c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second))
+	must(t, c.WaitHealthy(ctx, 10*time.Second))
 	// A fresh client: DEBUG DIGEST-VALUE is not routed by its key, and the
 	// first one's slot map still names the source, whose copies are gone.
 	fresh := c.Client()

@@ -17,7 +17,6 @@ import (
 	"github.com/slotmover/slotmover/mover"
 	"github.com/slotmover/slotmover/slots"
 	"github.com/slotmover/slotmover/stream"
-	"github.com/slotmover/slotmover/tests/harness"
 )
 
 // The keys path (no fork, no RDB: the link continues the source's history
@@ -27,14 +26,11 @@ import (
 // never had a replica, so it keeps no backlog: the first move starts one,
 // without a fork.
 func TestKeysSnapshot(t *testing.T) {
-	c := fourMasters(t)
-	cc := clusterClient(t, c)
-	ctx := testContext(t, 5*time.Minute)
+	c, ctx, cc := fourMastersAndClient(t, 5*time.Minute)
 	keys := load(t, cc, 30_000, mustSlots(t, "5461-10922"))
 	w := startWriter(t, c, 1_000_000)
 
-	source := c.Nodes[0].Client()
-	defer source.Close()
+	source := nodeClient(t, c, 0)
 	forks := func() int64 {
 		n, err := info.ReadInt(ctx, source, "stats", "total_forks")
 		if err != nil {
@@ -82,10 +78,7 @@ func TestKeysSnapshot(t *testing.T) {
 		t.Helper()
 		last := ""
 		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-			full, err := c.Fingerprint(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			full := fingerprint(t, ctx, c)
 			fp := strings.Join(slices.DeleteFunc(strings.Split(full, "\n"), func(l string) bool { return strings.HasSuffix(l, " slots= migrating=map[] importing=map[]") }), "\n")
 			if fp == last {
 				return fp
@@ -193,8 +186,7 @@ func TestKeysPathReadsBigKeysInChunks(t *testing.T) {
 	// One ZPOPMIN (by position: the read starts over) once the sorted
 	// set's read is under way: the feeder waits for it, and at most a few
 	// of the set's 20 or more chunks are read ahead.
-	target := c.Nodes[3].Client()
-	defer target.Close()
+	target := nodeClient(t, c, 3)
 	var popped error = errors.New("the sorted set's read never started")
 	var popOnce sync.Once
 	popDuringRead := func(key string) {
@@ -338,8 +330,7 @@ func sortedSetsInOrder(t *testing.T, members int, write func(ctx context.Context
 	if err != nil || sum.Result != mover.ResultMoved || sum.Snapshot != mover.SnapshotKeys {
 		t.Fatalf("move: %s on the %s path: %v", sum.Result, sum.Snapshot, err)
 	}
-	target := c.Nodes[3].Client()
-	defer target.Close()
+	target := nodeClient(t, c, 3)
 	if err := localcluster.CompareKeys(ctx, m.mirror, target, []string{busy, quiet}); err != nil {
 		t.Fatalf("target differs from the mirror after %d writes: %v", ops, err)
 	}
@@ -364,11 +355,7 @@ func mirroredCluster(t *testing.T, ctx context.Context) (*localcluster.Cluster, 
 	if err := c.KeepBacklog(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cc := c.Client()
-	t.Cleanup(func() { cc.Close() })
-	mirror := harness.ServerT(t, localcluster.Options{}).Client()
-	t.Cleanup(func() { mirror.Close() })
-	return c, &mirrored{cc: cc, mirror: mirror, keys: map[string]bool{}}
+	return c, newMirrored(t, clusterClient(t, c))
 }
 
 // writeMirrored runs op(i) on the cluster and the mirror, i from 0 to n,

@@ -33,11 +33,55 @@ func fourMasters(t *testing.T) *localcluster.Cluster {
 	return harness.ClusterT(t, []string{"0-5460", "5461-10922", "10923-16383", ""}, localcluster.Options{})
 }
 
+// fourMastersAndClient is fourMasters, a cluster client of it and a
+// context bounded by d: where most move tests start.
+func fourMastersAndClient(t *testing.T, d time.Duration) (*localcluster.Cluster, context.Context, *redis.ClusterClient) {
+	t.Helper()
+	c := fourMasters(t)
+	return c, testContext(t, d), clusterClient(t, c)
+}
+
 // clusterClient is a cluster client of c, closed when the test ends.
 func clusterClient(t *testing.T, c *localcluster.Cluster) *redis.ClusterClient {
 	cc := c.Client()
 	t.Cleanup(func() { cc.Close() })
 	return cc
+}
+
+// nodeClient is a client of c's i-th node, closed when the test ends.
+func nodeClient(t *testing.T, c *localcluster.Cluster, i int) *redis.Client {
+	n := c.Nodes[i].Client()
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+// capture is every key's type, value and TTL as they are now.
+func capture(t *testing.T, ctx context.Context, cc redis.Cmdable, keys []string) *localcluster.KeyStates {
+	t.Helper()
+	states, err := localcluster.Capture(ctx, cc, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return states
+}
+
+// fingerprint is c's data and slot ownership as they are now (see
+// assertUnchanged).
+func fingerprint(t *testing.T, ctx context.Context, c *localcluster.Cluster) string {
+	t.Helper()
+	fp, err := c.Fingerprint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fp
+}
+
+// must fails the test on err.
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // testContext is a test's context, bounded: a move or a command that

@@ -37,10 +37,7 @@ func moveAndCheck(t *testing.T, c *localcluster.Cluster, src, dst int, set *slot
 	defer cancel()
 	cc := clusterClient(t, c)
 	moved := keysIn(keys, set)
-	before, err := localcluster.Capture(ctx, cc, moved)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := capture(t, ctx, cc, moved)
 	opts := mover.Options{
 		Source: mover.Conn{Addr: c.Nodes[src].Addr},
 		Target: mover.Conn{Addr: c.Nodes[dst].Addr},
@@ -54,16 +51,12 @@ func moveAndCheck(t *testing.T, c *localcluster.Cluster, src, dst int, set *slot
 	if err != nil || sum.Result != mover.ResultMoved {
 		t.Fatalf("move %s from %s to %s: %s: %v", set, c.Nodes[src].Addr, c.Nodes[dst].Addr, sum.Result, err)
 	}
-	if err := c.WaitOwner(ctx, set, c.IDs[dst], 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	target := c.Nodes[dst].Client()
-	defer target.Close()
+	must(t, c.WaitOwner(ctx, set, c.IDs[dst], 10*time.Second))
+	target := nodeClient(t, c, dst)
 	if err := before.Compare(ctx, target); err != nil {
 		t.Fatalf("on the target itself: %v", err)
 	}
-	source := c.Nodes[src].Client()
-	defer source.Close()
+	source := nodeClient(t, c, src)
 	if role, _ := source.Do(ctx, "ROLE").Slice(); len(role) > 0 && role[0] == "slave" {
 		t.Logf("source %s turned into a replica after losing its last slots (replica migration)", c.Nodes[src].Addr)
 	} else {
@@ -256,16 +249,13 @@ func TestSameSlotsIntoOneTargetAtOnce(t *testing.T) {
 	if lsum.Result != mover.ResultRefused || lsum.KeysCopied != 0 || !strings.Contains(lsum.Error, "holds them") {
 		t.Fatalf("the loser: %s, %d keys copied: %s", lsum.Result, lsum.KeysCopied, lsum.Error)
 	}
-	if err := c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	must(t, c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second))
 	fresh := c.Client()
 	defer fresh.Close()
 	if err := want.Compare(ctx, fresh); err != nil {
 		t.Fatalf("after the moves: %v", err)
 	}
-	target := c.Nodes[3].Client()
-	defer target.Close()
+	target := nodeClient(t, c, 3)
 	counts, err := cluster.CountKeys(ctx, target, set.Slots())
 	if err != nil {
 		t.Fatal(err)
@@ -291,10 +281,7 @@ func TestOverlappingMovesToTwoTargets(t *testing.T) {
 	keys := load(t, cc, 10_000, set)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	before, err := localcluster.Capture(ctx, cc, keysIn(keys, set))
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := capture(t, ctx, cc, keysIn(keys, set))
 	for round := 0; round < 3; round++ {
 		src := slices.Index(c.IDs, ownerOf(t, c, 0))
 		targets := []int{3, 4}
@@ -370,16 +357,13 @@ var overlapRefusal = regexp.MustCompile(`slot \d+ is importing on \S+ from \S+(:
 // replica stalls through the move; when the move returns (the source's
 // copies gone), the replica must hold every key the target holds.
 func TestCleanupWaitsForTheTargetsReplicas(t *testing.T) {
-	c := fourMasters(t)
-	cc := clusterClient(t, c)
-	ctx := context.Background()
+	c, ctx, cc := fourMastersAndClient(t, 5*time.Minute)
 	set := mustSlots(t, "0-5460")
 	load(t, cc, 20_000, set)
 	replica := addReplica(t, c, 3)
 	rc := replica.Client()
 	defer rc.Close()
-	target := c.Nodes[3].Client()
-	defer target.Close()
+	target := nodeClient(t, c, 3)
 	// The replica stalls once the copy has begun (on Valkey 8, marking the
 	// slots waits for the target's replicas).
 	stalled := make(chan struct{})
@@ -445,8 +429,7 @@ func addReplica(t *testing.T, c *localcluster.Cluster, of int) *localcluster.Ser
 // ownerOf is the ID of slot's owner in the first node's view.
 func ownerOf(t *testing.T, c *localcluster.Cluster, slot uint16) string {
 	t.Helper()
-	n := c.Nodes[0].Client()
-	defer n.Close()
+	n := nodeClient(t, c, 0)
 	top, err := cluster.Load(context.Background(), n)
 	if err != nil {
 		t.Fatal(err)
@@ -477,10 +460,7 @@ func TestConcurrentMovesToOneTarget(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	moved := append(keysIn(keys, a), keysIn(keys, b)...)
-	before, err := localcluster.Capture(ctx, cc, moved)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := capture(t, ctx, cc, moved)
 	w := startWriter(t, c, 1_000_000)
 	done := make(chan error, 2)
 	for _, m := range []struct {
@@ -505,12 +485,9 @@ func TestConcurrentMovesToOneTarget(t *testing.T) {
 	}
 	w.finish(t)
 	for _, set := range []*slots.Set{a, b} {
-		if err := c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second); err != nil {
-			t.Fatal(err)
-		}
+		must(t, c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second))
 	}
-	target := c.Nodes[3].Client()
-	defer target.Close()
+	target := nodeClient(t, c, 3)
 	if err := before.Compare(ctx, target); err != nil {
 		t.Fatalf("on the target itself: %v", err)
 	}
@@ -547,9 +524,7 @@ func TestConcurrentMovesToOneTarget(t *testing.T) {
 // Every moved key (the backlog's included) is then asserted on the target,
 // and every node's view names it.
 func TestMoveTunables(t *testing.T) {
-	c := fourMasters(t)
-	ctx := testContext(t, 3*time.Minute)
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 3*time.Minute)
 	set := mustSlots(t, "100-300")
 	tag := tagIn(set, 7)
 	const bigN, chunk, batch, sleep, budget = 3000, 250, 4, 150 * time.Millisecond, 1700 * time.Millisecond
@@ -561,9 +536,7 @@ func TestMoveTunables(t *testing.T) {
 	if err := cc.Set(ctx, tagIn(mustSlots(t, "4000-5460"), 1)+":kept", "v", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	source, target := c.Nodes[0].Client(), c.Nodes[3].Client()
-	defer source.Close()
-	defer target.Close()
+	source, target := nodeClient(t, c, 0), nodeClient(t, c, 3)
 	for _, kv := range [][2]string{{"slowlog-max-len", "100000"}, {"slowlog-log-slower-than", "0"}} {
 		if err := source.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
 			t.Fatal(err)
@@ -642,10 +615,7 @@ func TestMoveTunables(t *testing.T) {
 		}
 	}
 	keys := append(filled, counter, blob)
-	before, err := localcluster.Capture(ctx, source, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := capture(t, ctx, source, keys)
 	if err := source.Do(ctx, "SLOWLOG", "RESET").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -703,9 +673,7 @@ func TestMoveTunables(t *testing.T) {
 		fail("exit %d, result %q, %d keys copied (want %d), %d cutover attempts (want 2 or more: one missed while the target was held)",
 			cmd.ProcessState.ExitCode(), sum.Result, sum.KeysCopied, len(filled), sum.CutoverAttempts)
 	}
-	if err := c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	must(t, c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second))
 	if err := before.Compare(ctx, target); err != nil {
 		t.Fatalf("after the move, on the target: %v", err)
 	}

@@ -92,8 +92,7 @@ func dbsizes(t *testing.T, c *localcluster.Cluster) []int64 {
 // ownSlots reads node i's slots from its own view.
 func ownSlots(t *testing.T, c *localcluster.Cluster, i int) *cluster.Node {
 	t.Helper()
-	cl := c.Nodes[i].Client()
-	defer cl.Close()
+	cl := nodeClient(t, c, i)
 	top, err := cluster.Load(testContext(t, 10*time.Second), cl)
 	if err != nil {
 		t.Fatal(err)
@@ -156,9 +155,7 @@ func runApply(t *testing.T, args ...string) (int, string) {
 // two of one source: the task records' start and end times show it. Applied again,
 // the plan is stale: every move refused by the sidecar, nothing changed.
 func TestPlanAddThenApplyThroughSidecars(t *testing.T) {
-	c := fourMasters(t)
-	cc := clusterClient(t, c)
-	ctx := testContext(t, 3*time.Minute)
+	c, ctx, cc := fourMastersAndClient(t, 3*time.Minute)
 	natsURL := harness.NATS(t)
 	for _, n := range c.Nodes {
 		startDaemon(t, n.Addr, natsURL, "", "")
@@ -392,10 +389,7 @@ func TestPlanDryRunAndStalePlan(t *testing.T) {
 	if len(p.Moves) != 3 {
 		t.Fatalf("%d moves, want one from each master", len(p.Moves))
 	}
-	fp, err := c.Fingerprint(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fp := fingerprint(t, ctx, c)
 	code, out := runApply(t, path, "--dry-run")
 	if code != 0 || strings.Count(out, "checked") != 3 || !strings.Contains(out, "nothing changed") {
 		t.Errorf("dry run: exit %d, want 0 and 3 moves checked", code)
@@ -424,9 +418,7 @@ func TestPlanDryRunAndStalePlan(t *testing.T) {
 	if err != nil {
 		t.Fatalf("move to make the plan stale: %s: %v", sum.Result, err)
 	}
-	if err := c.WaitOwner(ctx, taken, c.IDs[other], 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	must(t, c.WaitOwner(ctx, taken, c.IDs[other], 10*time.Second))
 	fp, _ = c.Fingerprint(ctx)
 	code, out = runApply(t, path, "--dry-run")
 	if code != 1 || !strings.Contains(out, "stale") {
@@ -479,8 +471,7 @@ func TestPlanDryRunAndStalePlan(t *testing.T) {
 func planNodeState(t *testing.T, c *localcluster.Cluster, i int) string {
 	t.Helper()
 	ctx := testContext(t, 10*time.Second)
-	cl := c.Nodes[i].Client()
-	defer cl.Close()
+	cl := nodeClient(t, c, i)
 	n, err := cl.DBSize(ctx).Result()
 	if err != nil {
 		t.Fatal(err)

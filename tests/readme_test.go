@@ -80,10 +80,7 @@ func moveAsUser(t *testing.T, args []any) {
 		t.Fatal(err)
 	}
 	keys = append(keys, big...)
-	before, err := localcluster.Capture(ctx, cc, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := capture(t, ctx, cc, keys)
 	for _, n := range c.Nodes {
 		cl := n.Client()
 		err := cl.Do(ctx, args...).Err()
@@ -98,11 +95,8 @@ func moveAsUser(t *testing.T, args []any) {
 	if code != 0 || sum.KeysCopied != int64(len(keys)) || sum.BigKeys == 0 {
 		t.Fatalf("a move by the keys path as the README's user: exit %d, %d keys copied (want %d), %d big; stderr %s", code, sum.KeysCopied, len(keys), sum.BigKeys, stderr)
 	}
-	if err := c.WaitOwner(ctx, set, c.IDs[1], 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	target := c.Nodes[1].Client()
-	defer target.Close()
+	must(t, c.WaitOwner(ctx, set, c.IDs[1], 10*time.Second))
+	target := nodeClient(t, c, 1)
 	if err := before.Compare(ctx, target); err != nil {
 		t.Fatalf("after the move as the README's user, on the target: %v", err)
 	}

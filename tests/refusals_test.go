@@ -23,16 +23,13 @@ import (
 // Each bad request is refused with exit code 2 and a clear message, and
 // leaves the cluster exactly as it was.
 func TestBadInputChangesNothing(t *testing.T) {
-	c := fourMasters(t)
-	ctx := context.Background()
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 5*time.Minute)
 	load(t, cc, 5000, mustSlots(t, "0-5460"))
 
 	// A master outside the cluster, and a replica inside it.
 	outsider := harness.ServerT(t, localcluster.Options{Cluster: true})
 	replica := harness.ServerT(t, localcluster.Options{Cluster: true})
-	first := c.Nodes[0].Client()
-	defer first.Close()
+	first := nodeClient(t, c, 0)
 	if err := first.ClusterMeet(ctx, "127.0.0.1", strings.Split(replica.Addr, ":")[1]).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -46,11 +43,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	c.Nodes = append(c.Nodes, replica)
-	if err := c.WaitHealthy(ctx, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	second := c.Nodes[1].Client()
-	defer second.Close()
+	must(t, c.WaitHealthy(ctx, 30*time.Second))
+	second := nodeClient(t, c, 1)
 	for rc.DBSize(ctx).Val() != second.DBSize(ctx).Val() {
 		if time.Now().After(deadline) {
 			t.Fatal("replica never synced")
@@ -59,8 +53,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}
 
 	// The empty master holds an orphan key of slot 100 (left by a crash, say).
-	empty := c.Nodes[3].Client()
-	defer empty.Close()
+	empty := nodeClient(t, c, 3)
 	orphan := tagIn(mustSlots(t, "100"), 9) + "orphan"
 	empty.Do(ctx, "CLUSTER", "SETSLOT", 100, "IMPORTING", c.IDs[0])
 	empty.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -72,10 +65,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 	// A slot already migrating elsewhere.
 	second.Do(ctx, "CLUSTER", "SETSLOT", 6000, "MIGRATING", c.IDs[2])
 
-	before, err := c.Fingerprint(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := fingerprint(t, ctx, c)
 	src, dst := c.Nodes[0].Addr, c.Nodes[3].Addr
 	cases := []struct {
 		name string
@@ -109,14 +99,9 @@ func TestBadInputChangesNothing(t *testing.T) {
 // A move that runs out of cutover attempts rolls back (exit 1) and leaves
 // the cluster as it was; so does a cancelled one.
 func TestFailedMoveRollsBack(t *testing.T) {
-	c := fourMasters(t)
-	ctx := testContext(t, 2*time.Minute)
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 2*time.Minute)
 	load(t, cc, 20_000, mustSlots(t, "0-5460"))
-	before, err := c.Fingerprint(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := fingerprint(t, ctx, c)
 	// A fence timeout of 1ns can never be met.
 	code, stdout, stderr := runCLI(t, "move", "--json", "--source", c.Nodes[0].Addr, "--target", c.Nodes[3].Addr,
 		"--slots", "0-5460", "--fence-timeout", "1ns", "--max-attempts", "2")
@@ -126,8 +111,7 @@ func TestFailedMoveRollsBack(t *testing.T) {
 	assertUnchanged(t, c, before)
 
 	cctx, cancel := context.WithCancel(ctx)
-	var sum mover.Summary
-	sum, err = mover.Run(cctx, mover.Options{
+	sum, err := mover.Run(cctx, mover.Options{
 		Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
 		Slots: mustSlots(t, "0-5460"), Logger: testLogger(t),
 		Progress: func(p mover.Progress) {
@@ -148,22 +132,16 @@ func TestFailedMoveRollsBack(t *testing.T) {
 // are off are caught by its own count of failed calls: the move rolls back
 // instead of losing keys.
 func TestRefusedWritesAreCaught(t *testing.T) {
-	c := fourMasters(t)
-	ctx := testContext(t, 2*time.Minute)
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 2*time.Minute)
 	load(t, cc, 20_000, mustSlots(t, "0-5460"))
-	target := c.Nodes[3].Client()
-	defer target.Close()
+	target := nodeClient(t, c, 3)
 	usedMemory := infoInt(t, target, "memory", "used_memory")
 	// Room for the move's own probe and scripts and a few thousand small keys, not
 	// for the slots' big keys.
 	if err := target.ConfigSet(ctx, "maxmemory", fmt.Sprint(usedMemory+2_000_000)).Err(); err != nil {
 		t.Fatal(err)
 	}
-	before, err := c.Fingerprint(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := fingerprint(t, ctx, c)
 	sum, err := mover.Run(ctx, mover.Options{
 		Source: mover.Conn{Addr: c.Nodes[0].Addr}, Target: mover.Conn{Addr: c.Nodes[3].Addr},
 		Slots: mustSlots(t, "0-5460"), Logger: testLogger(t), BigKeyElements: 1 << 30, AllowEviction: true,
@@ -180,24 +158,18 @@ func TestRefusedWritesAreCaught(t *testing.T) {
 // changes; one let through anyway is stopped by the target's own count of
 // evicted keys and rolled back before the source lets go of a key.
 func TestEvictingTargetIsRefusedOrRolledBack(t *testing.T) {
-	c := fourMasters(t)
-	ctx := testContext(t, 2*time.Minute)
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 2*time.Minute)
 	// The big keys elsewhere: the slots' keys go quietly (SET, RESTORE),
 	// where nothing but the target's count shows an eviction.
 	load(t, cc, 20_000, mustSlots(t, "6000"))
-	target := c.Nodes[3].Client()
-	defer target.Close()
+	target := nodeClient(t, c, 3)
 	usedMemory := infoInt(t, target, "memory", "used_memory")
 	for _, kv := range [][2]string{{"maxmemory", fmt.Sprint(usedMemory + 2_000_000)}, {"maxmemory-policy", "allkeys-lru"}} {
 		if err := target.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	before, err := c.Fingerprint(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := fingerprint(t, ctx, c)
 	code, stdout, stderr := runCLI(t, "move", "--json", "--source", c.Nodes[0].Addr, "--target", c.Nodes[3].Addr, "--slots", "0-5460")
 	if code != 2 || !strings.Contains(stdout, `"result":"refused"`) || !strings.Contains(stderr, "free under its maxmemory") || !strings.Contains(stderr, "allkeys-lru") {
 		t.Fatalf("move onto a target too small for it: exit %d; stdout %s; stderr %s", code, stdout, stderr)
@@ -222,12 +194,9 @@ func TestEvictingTargetIsRefusedOrRolledBack(t *testing.T) {
 // redirected, as they name a slot it does not serve) are counted where the
 // move's own would be. The move must tell them apart and go on.
 func TestOthersRefusedWritesDoNotFailTheMove(t *testing.T) {
-	c := fourMasters(t)
-	ctx := testContext(t, 3*time.Minute)
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 3*time.Minute)
 	keys := load(t, cc, 20_000, mustSlots(t, "0-5460"))
-	target := c.Nodes[3].Client()
-	defer target.Close()
+	target := nodeClient(t, c, 3)
 	rejectedBefore := rejectedSets(t, target)
 
 	stray, stop := context.WithTimeout(ctx, 2*time.Minute)
@@ -268,17 +237,12 @@ func rejectedSets(t *testing.T, c *redis.Client) int64 {
 func TestMoveNeedsTheSourcesFunctionsOnTheTarget(t *testing.T) {
 	c := fourMasters(t)
 	ctx := context.Background()
-	source, target := c.Nodes[0].Client(), c.Nodes[3].Client()
-	defer source.Close()
-	defer target.Close()
+	source, target := nodeClient(t, c, 0), nodeClient(t, c, 3)
 	lib := "#!lua name=counters\nredis.register_function('bump', function(keys) return redis.call('INCR', keys[1]) end)"
 	if err := source.FunctionLoad(ctx, lib).Err(); err != nil {
 		t.Skipf("this server has no functions: %v", err)
 	}
-	before, err := c.Fingerprint(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := fingerprint(t, ctx, c)
 	args := []string{"move", "--source", c.Nodes[0].Addr, "--target", c.Nodes[3].Addr, "--slots", "0-100"}
 	if code, _, stderr := runCLI(t, args...); code != 2 || !strings.Contains(stderr, "lacks the source's function libraries counters") {
 		t.Fatalf("target without the source's library: exit %d, %s", code, stderr)
@@ -351,10 +315,7 @@ func TestRDBVersionBeyondTheScannerIsRefused(t *testing.T) {
 	}
 	cc := clusterClient(t, c)
 	load(t, cc, 200, mustSlots(t, "0-100"))
-	before, err := c.Fingerprint(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := fingerprint(t, ctx, c)
 	code, _, stderr := runCLI(t, "move", "--source", c.Nodes[0].Addr, "--target", c.Nodes[1].Addr, "--slots", "0-100",
 		"--user", "mover", "--password", "mover-pw")
 	if code != 2 || !strings.Contains(stderr, "writes RDB version 14, newer than slotmover reads") || !strings.Contains(stderr, "CLUSTER MIGRATION") {
@@ -374,10 +335,7 @@ func TestStuckMoveSaysHowToRepair(t *testing.T) {
 	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-100")
 	keys := keysIn(load(t, cc, 5000, set), set)
-	before, err := localcluster.Capture(ctx, cc, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := capture(t, ctx, cc, keys)
 	code, stdout, stderr := runCLI(t, "move", "--json", "--source", c.Nodes[0].Addr, "--target", c.Nodes[1].Addr, "--slots", "0-100")
 	// Never redis-cli --cluster fix: it counts the target's copies as a
 	// second owner's keys and may migrate them back over newer data.
@@ -387,11 +345,8 @@ func TestStuckMoveSaysHowToRepair(t *testing.T) {
 		strings.Contains(stderr, "redis-cli --cluster fix") {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
 	}
-	if err := c.WaitOwner(ctx, set, c.IDs[1], 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	target := c.Nodes[1].Client()
-	defer target.Close()
+	must(t, c.WaitOwner(ctx, set, c.IDs[1], 10*time.Second))
+	target := nodeClient(t, c, 1)
 	if err := before.Compare(ctx, target); err != nil {
 		t.Fatal(err)
 	}
@@ -418,10 +373,7 @@ func TestStuckMoveIsRepairedByThePrintedCommand(t *testing.T) {
 	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-100")
 	keys := keysIn(load(t, cc, 5000, set), set)
-	before, err := localcluster.Capture(ctx, cc, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := capture(t, ctx, cc, keys)
 	replica := addReplica(t, c, 1)
 	if err := syscall.Kill(replica.PID, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -455,8 +407,7 @@ func TestStuckMoveIsRepairedByThePrintedCommand(t *testing.T) {
 		t.Fatalf("fix removed copies while the target's replica trails: %d orphans before, %d after (%v)", len(orphans), len(still), err)
 	}
 	resume()
-	target := c.Nodes[1].Client()
-	defer target.Close()
+	target := nodeClient(t, c, 1)
 	if n, err := target.Do(ctx, "WAIT", 1, 10_000).Int(); err != nil || n != 1 {
 		t.Fatalf("the target's replica did not catch up: WAIT %d, %v", n, err)
 	}
@@ -488,8 +439,7 @@ func TestStuckMoveIsRepairedByThePrintedCommand(t *testing.T) {
 	if code != 3 || !strings.Contains(stdout, fmt.Sprintf("slot %d, whose owner", emptied)) {
 		t.Fatalf("fix without the move's evidence, a slot emptied on the target: exit %d, want 3 and a note\n%s%s", code, stdout, stderr)
 	}
-	src := c.Nodes[0].Client()
-	defer src.Close()
+	src := nodeClient(t, c, 0)
 	if n := src.ClusterCountKeysInSlot(ctx, int(emptied)).Val(); n == 0 {
 		t.Fatal("fix without evidence removed the copies of a slot the target holds none of")
 	}
@@ -498,9 +448,7 @@ func TestStuckMoveIsRepairedByThePrintedCommand(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "done: cleanup") {
 		t.Fatalf("the printed repair command: exit %d\n%s%s", code, stdout, stderr)
 	}
-	if err := c.WaitOwner(ctx, set, c.IDs[1], 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	must(t, c.WaitOwner(ctx, set, c.IDs[1], 10*time.Second))
 	assertNoOrphans(t, c)
 	if err := before.Compare(ctx, target); err != nil {
 		t.Fatalf("after the repair, on the target: %v", err)
@@ -548,7 +496,6 @@ func infoInt(t *testing.T, c *redis.Client, section, field string) int64 {
 // hasDryRun reports whether the cluster's servers have ACL DRYRUN (7.0+).
 func hasDryRun(t *testing.T, c *localcluster.Cluster) bool {
 	t.Helper()
-	n := c.Nodes[0].Client()
-	defer n.Close()
+	n := nodeClient(t, c, 0)
 	return n.Do(context.Background(), "ACL", "DRYRUN", "default", "PING").Err() == nil
 }

@@ -26,9 +26,7 @@ import (
 // to the target and holds none of them. The writer loses nothing and sees
 // no ASK or TRYAGAIN.
 func TestReplicasOnBothSides(t *testing.T) {
-	c := fourMasters(t)
-	ctx := testContext(t, 3*time.Minute)
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 3*time.Minute)
 	// Not the source's whole shard: a master whose last slot goes follows
 	// the slots as a replica of the target, and its replica with it.
 	set := mustSlots(t, "0-2000")
@@ -43,16 +41,9 @@ func TestReplicasOnBothSides(t *testing.T) {
 		}
 		c.Nodes, c.IDs = append(c.Nodes, r), append(c.IDs, id)
 	}
-	if err := c.WaitHealthy(ctx, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	before, err := localcluster.Capture(ctx, cc, moved)
-	if err != nil {
-		t.Fatal(err)
-	}
-	source, target := c.Nodes[0].Client(), c.Nodes[3].Client()
-	defer source.Close()
-	defer target.Close()
+	must(t, c.WaitHealthy(ctx, 30*time.Second))
+	before := capture(t, ctx, cc, moved)
+	source, target := nodeClient(t, c, 0), nodeClient(t, c, 3)
 	digests, err := digestValues(ctx, source, moved)
 	if err != nil {
 		t.Fatal(err)
@@ -77,8 +68,7 @@ func TestReplicasOnBothSides(t *testing.T) {
 	// still has the source sends clients back to it with MOVED, and a
 	// client's attempts (go-redis counts retries and redirects together)
 	// may run out on either. Those writes were refused, not lost.
-	srcClient := c.Nodes[0].Client()
-	defer srcClient.Close()
+	srcClient := nodeClient(t, c, 0)
 	if guarded, err := cutover.SetSlotBlocks(ctx, srcClient); err != nil {
 		t.Fatal(err)
 	} else if guarded {
@@ -140,9 +130,7 @@ func TestReplicasOnBothSides(t *testing.T) {
 		t.Fatalf("the target's replica was not stalled during the move: %v", err)
 	}
 	w.finish(t)
-	if err := c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	must(t, c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second))
 	if err := before.Compare(ctx, target); err != nil {
 		t.Fatalf("on the target: %v", err)
 	}
@@ -257,8 +245,6 @@ func TestGuardedClaimDoesNotHoldWritersForTheReplicas(t *testing.T) {
 	replica := addReplica(t, c, 3)
 	// SETSLOT waits only for the replicas its node's view lists as its own,
 	// which gossip tells it a few seconds after the replica attached.
-	target := c.Nodes[3].Client()
-	defer target.Close()
 	waitKnowsItsReplica(t, c, 3)
 	stall := replica.Client()
 	defer stall.Close()
@@ -282,9 +268,7 @@ func TestGuardedClaimDoesNotHoldWritersForTheReplicas(t *testing.T) {
 	if sum.PauseMS >= 1000 {
 		t.Fatalf("the write pause lasted %.0f ms while the target's replica slept 2 s after the release: the claim held the source's writers", sum.PauseMS)
 	}
-	if err := c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	must(t, c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second))
 	fresh := c.Client()
 	defer fresh.Close()
 	if err := want.Compare(ctx, fresh); err != nil {
@@ -300,17 +284,13 @@ func guardedMoveSetup(t *testing.T) (*localcluster.Cluster, context.Context, *sl
 	t.Helper()
 	c := fourMasters(t)
 	ctx := testContext(t, 2*time.Minute)
-	source := c.Nodes[0].Client()
-	defer source.Close()
+	source := nodeClient(t, c, 0)
 	if guarded, err := cutover.SetSlotBlocks(ctx, source); err != nil || !guarded {
 		t.Skipf("only where SETSLOT waits for replicas and cannot go in a script (Valkey 8): %v", err)
 	}
 	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-999")
-	want, err := localcluster.Capture(ctx, cc, keysIn(load(t, cc, 5_000, set), set))
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := capture(t, ctx, cc, keysIn(load(t, cc, 5_000, set), set))
 	return c, ctx, set, want
 }
 
@@ -320,8 +300,7 @@ func guardedMoveSetup(t *testing.T) (*localcluster.Cluster, context.Context, *sl
 // apart from its masters.
 func waitKnowsItsReplica(t *testing.T, c *localcluster.Cluster, i int) {
 	t.Helper()
-	m := c.Nodes[i].Client()
-	defer m.Close()
+	m := nodeClient(t, c, i)
 	waitFor(t, 30*time.Second, "a master's view to list its replica", func() bool {
 		r, err := m.Do(context.Background(), "CLUSTER", "REPLICAS", c.IDs[i]).Slice()
 		return err == nil && len(r) == 1

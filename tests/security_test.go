@@ -23,9 +23,7 @@ import (
 // is refused before anything changes (exit 2), with the command named: not
 // found half-way, with marks and copies to undo.
 func TestMissingPermissionsAreRefusedFirst(t *testing.T) {
-	c := fourMasters(t)
-	ctx := context.Background()
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 5*time.Minute)
 	load(t, cc, 5_000, mustSlots(t, "0-5460"))
 	setUser := func(rules ...string) bool {
 		t.Helper()
@@ -44,10 +42,7 @@ func TestMissingPermissionsAreRefusedFirst(t *testing.T) {
 		}
 		return true
 	}
-	before, err := c.Fingerprint(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := fingerprint(t, ctx, c)
 	move := func(password string) (int, string) {
 		code, _, stderr := runCLI(t, "move", "--source", c.Nodes[0].Addr, "--target", c.Nodes[3].Addr, "--slots", "0-5460",
 			"--user", "mover", "--password", password)
@@ -97,8 +92,7 @@ func TestMissingPermissionsAreRefusedFirst(t *testing.T) {
 	// as on 6.2, which has no ACL DRYRUN): the probes leave every other
 	// client of the nodes alone.
 	setUser("-acl")
-	bystander := c.Nodes[0].Client()
-	defer bystander.Close()
+	bystander := nodeClient(t, c, 0)
 	conn := bystander.Conn()
 	defer conn.Close()
 	id, err := conn.ClientID(ctx).Result()
@@ -146,10 +140,7 @@ func TestAuthRequirepass(t *testing.T) {
 	// From here on every client of the test needs the password.
 	authed := authClusterClient(c, "", pw)
 	defer authed.Close()
-	before, err := localcluster.Capture(ctx, authed, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := capture(t, ctx, authed, keys)
 	src, tgt := c.Nodes[0], c.Nodes[2]
 	args := []string{"move", "--json", "--source", src.Addr, "--target", tgt.Addr, "--slots", set.String()}
 
@@ -253,10 +244,7 @@ func TestAuthACLUser(t *testing.T) {
 	if _, err := localcluster.FillEveryType(ctx, cc, tagIn(mustSlots(t, "3000-5460"), 1), localcluster.FillOptions{Small: 1}); err != nil {
 		t.Fatal(err)
 	}
-	before, err := localcluster.Capture(ctx, cc, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := capture(t, ctx, cc, keys)
 	acl := moverACLFor(t)
 	// setUser grants the user every command of acl but without ("" for
 	// none): left out, not taken away with "-", which Redis 6.2 refuses
@@ -278,10 +266,7 @@ func TestAuthACLUser(t *testing.T) {
 			}
 		}
 	}
-	fingerprint, err := c.Fingerprint(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fingerprint := fingerprint(t, ctx, c)
 	args := []string{"move", "--json", "--source", c.Nodes[0].Addr, "--target", c.Nodes[3].Addr, "--slots", set.String(),
 		"--user", "mover", "--password", "pw"}
 	for _, cmd := range acl {
@@ -316,11 +301,8 @@ func TestAuthACLUser(t *testing.T) {
 		t.Fatalf("user with the move's commands only: exit %d, result %q, %d keys copied (want %d), %d big; stderr %s",
 			code, sum.Result, sum.KeysCopied, len(keys), sum.BigKeys, stderr)
 	}
-	if err := c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	target := c.Nodes[3].Client()
-	defer target.Close()
+	must(t, c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second))
+	target := nodeClient(t, c, 3)
 	if err := before.Compare(ctx, target); err != nil {
 		t.Fatalf("after the move as an ACL user, on the target: %v", err)
 	}
@@ -404,10 +386,7 @@ func TestMoveOverTLS(t *testing.T) {
 	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-8000")
 	keys := load(t, cc, 5000, set)
-	before, err := localcluster.Capture(ctx, cc, keysIn(keys, set))
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := capture(t, ctx, cc, keysIn(keys, set))
 	conn := func(s *localcluster.Server) mover.Conn {
 		return mover.Conn{Addr: s.Addr, TLS: s.TLS}
 	}
@@ -415,11 +394,8 @@ func TestMoveOverTLS(t *testing.T) {
 	if err != nil || sum.Result != mover.ResultMoved {
 		t.Fatalf("move over TLS: %s: %v", sum.Result, err)
 	}
-	if err := c.WaitOwner(ctx, set, c.IDs[1], 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	target := c.Nodes[1].Client()
-	defer target.Close()
+	must(t, c.WaitOwner(ctx, set, c.IDs[1], 10*time.Second))
+	target := nodeClient(t, c, 1)
 	if err := before.Compare(ctx, target); err != nil {
 		t.Fatal(err)
 	}
@@ -430,10 +406,7 @@ func TestMoveOverTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fingerprint, err := c.Fingerprint(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fingerprint := fingerprint(t, ctx, c)
 	plain := mover.Conn{Addr: c.Nodes[1].Addr}
 	want := "cannot reach source " + c.Nodes[1].Addr
 	sum, err = mover.Run(ctx, mover.Options{Source: plain, Target: conn(c.Nodes[0]), Slots: set, Logger: testLogger(t)})
@@ -468,30 +441,21 @@ func TestMoveFlagsTLS(t *testing.T) {
 	cc := clusterClient(t, c)
 	set := mustSlots(t, "0-6000")
 	keys := fillMoved(t, ctx, cc, set, 2)
-	before, err := localcluster.Capture(ctx, cc, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := capture(t, ctx, cc, keys)
 	ca := filepath.Join(c.Nodes[0].Dir, "cert.pem")
 	there := []string{"move", "--json", "--tls", "--source", c.Nodes[0].Addr, "--target", c.Nodes[1].Addr, "--slots", set.String()}
 	code, stdout, stderr := runCLI(t, append(there, "--tls-ca-cert", ca)...)
 	if sum := parseSummary(t, code, stdout, stderr); code != 0 || sum.Result != "moved" || sum.KeysCopied != int64(len(keys)) {
 		t.Fatalf("move with --tls --tls-ca-cert: exit %d, result %q, %d keys (want %d); stderr %s", code, sum.Result, sum.KeysCopied, len(keys), stderr)
 	}
-	if err := c.WaitOwner(ctx, set, c.IDs[1], 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	target := c.Nodes[1].Client()
-	defer target.Close()
+	must(t, c.WaitOwner(ctx, set, c.IDs[1], 10*time.Second))
+	target := nodeClient(t, c, 1)
 	if err := before.Compare(ctx, target); err != nil {
 		t.Fatalf("after the move with --tls-ca-cert, on the target: %v", err)
 	}
 
 	back := []string{"move", "--json", "--tls", "--source", c.Nodes[1].Addr, "--target", c.Nodes[0].Addr, "--slots", set.String()}
-	fingerprint, err := c.Fingerprint(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fingerprint := fingerprint(t, ctx, c)
 	code, stdout, stderr = runCLI(t, back...)
 	if code != 2 || !strings.Contains(stderr, "certificate") {
 		t.Fatalf("move with --tls and no CA (the system's do not know the cluster's certificate): exit %d, want 2 naming the certificate; stdout %s; stderr %s", code, stdout, stderr)
@@ -502,11 +466,8 @@ func TestMoveFlagsTLS(t *testing.T) {
 	if sum := parseSummary(t, code, stdout, stderr); code != 0 || sum.Result != "moved" || sum.KeysCopied != int64(len(keys)) {
 		t.Fatalf("move back with --tls --tls-insecure: exit %d, result %q, %d keys (want %d); stderr %s", code, sum.Result, sum.KeysCopied, len(keys), stderr)
 	}
-	if err := c.WaitOwner(ctx, set, c.IDs[0], 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	source := c.Nodes[0].Client()
-	defer source.Close()
+	must(t, c.WaitOwner(ctx, set, c.IDs[0], 10*time.Second))
+	source := nodeClient(t, c, 0)
 	if err := before.Compare(ctx, source); err != nil {
 		t.Fatalf("after the move back with --tls-insecure, on the source: %v", err)
 	}

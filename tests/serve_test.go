@@ -192,15 +192,10 @@ func (d *daemon) scrape(t *testing.T, metric string) float64 {
 // target, no acknowledged write is lost; /metrics shows the copy's
 // progress while it runs.
 func TestServeImportWithRedisCli(t *testing.T) {
-	ctx := testContext(t, 3*time.Minute)
-	c := fourMasters(t)
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 3*time.Minute)
 	set := mustSlots(t, "0-5460")
 	keys := keysIn(load(t, cc, 20_000, set), set)
-	want, err := localcluster.Capture(ctx, cc, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := capture(t, ctx, cc, keys)
 	natsURL := harness.NATS(t)
 	d := startDaemon(t, c.Nodes[3].Addr, natsURL, "", "")
 	w := startWriter(t, c, 2_000_000)
@@ -232,9 +227,7 @@ func TestServeImportWithRedisCli(t *testing.T) {
 		t.Fatalf("keys copied per /metrics: %v, want at least %d at the end", progress, len(keys))
 	}
 	t.Logf("slotmover_keys_copied_total seen during the move: %v", progress)
-	if err := c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	must(t, c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second))
 	fresh := c.Client()
 	defer fresh.Close()
 	if err := want.Compare(ctx, fresh); err != nil {
@@ -271,14 +264,9 @@ func TestServeImportWithRedisCli(t *testing.T) {
 
 // CANCEL during the copy leaves the cluster exactly as it was.
 func TestServeCancelDuringCopy(t *testing.T) {
-	ctx := testContext(t, 3*time.Minute)
-	c := fourMasters(t)
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 3*time.Minute)
 	bulkLoad(t, cc, 200_000)
-	before, err := c.Fingerprint(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := fingerprint(t, ctx, c)
 	d := startDaemon(t, c.Nodes[3].Addr, "", "", "")
 	id := d.importShard(t)
 	if out, err := d.cli(t, "CLUSTER", "MIGRATION", "CANCEL", "ID", id); err != nil || strings.TrimSpace(out) != "1" {
@@ -295,19 +283,13 @@ func TestServeCancelDuringCopy(t *testing.T) {
 // task is found in the NATS bucket and repaired with fix's logic (here
 // rolled back); the cluster ends whole, as before the import.
 func TestServeKilledMidCopyIsRepairedOnRestart(t *testing.T) {
-	ctx := testContext(t, 3*time.Minute)
-	c := fourMasters(t)
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 3*time.Minute)
 	bulkLoad(t, cc, 300_000)
-	before, err := c.Fingerprint(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := fingerprint(t, ctx, c)
 	natsURL := harness.NATS(t)
 	d := startDaemon(t, c.Nodes[3].Addr, natsURL, "", "")
 	id := d.importShard(t)
-	target := c.Nodes[3].Client()
-	defer target.Close()
+	target := nodeClient(t, c, 3)
 	waitCopying(t, ctx, target)
 	d.cmd.Process.Kill()
 	d.cmd.Wait()
@@ -368,9 +350,7 @@ func waitCopying(t *testing.T, ctx context.Context, target *redis.Client) {
 // as before.
 func assertHealthyAndUnchanged(t *testing.T, ctx context.Context, c *localcluster.Cluster, before string) {
 	t.Helper()
-	if err := c.WaitHealthy(ctx, 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	must(t, c.WaitHealthy(ctx, 10*time.Second))
 	assertUnchanged(t, c, before)
 }
 
@@ -395,18 +375,12 @@ func bulkLoad(t *testing.T, cc *redis.ClusterClient, n int) {
 // SIGTERM in the middle of a copy: the sidecar takes no new task, the copy
 // is cancelled and rolled back, and it exits 0 with the cluster as before.
 func TestServeSIGTERMRollsBackCopies(t *testing.T) {
-	ctx := testContext(t, 3*time.Minute)
-	c := fourMasters(t)
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 3*time.Minute)
 	bulkLoad(t, cc, 300_000)
-	before, err := c.Fingerprint(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := fingerprint(t, ctx, c)
 	d := startDaemon(t, c.Nodes[3].Addr, "", "", "")
 	d.importShard(t)
-	target := c.Nodes[3].Client()
-	defer target.Close()
+	target := nodeClient(t, c, 3)
 	waitCopying(t, ctx, target)
 	d.cmd.Process.Signal(syscall.SIGTERM)
 	exited := make(chan error, 1)
@@ -469,16 +443,13 @@ func TestServeRefusesASecondSidecar(t *testing.T) {
 // and waits in catch-up, the source still the owner; released, it moves
 // every key, and a writer loses nothing. Bad controls exit 2.
 func TestServeControlsAMove(t *testing.T) {
-	ctx := testContext(t, 3*time.Minute)
-	c := fourMasters(t)
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 3*time.Minute)
 	bulkLoad(t, cc, 200_000)
 	natsURL := harness.NATS(t)
 	d := startDaemon(t, c.Nodes[3].Addr, natsURL, "", "")
 	w := startWriter(t, c, 2_000_000)
 	id := d.importShard(t)
-	target := c.Nodes[3].Client()
-	defer target.Close()
+	target := nodeClient(t, c, 3)
 	waitCopying(t, ctx, target)
 
 	if out, err := d.cli(t, "CLUSTER", "MIGRATION", "PAUSE", "ID", id); err != nil || strings.TrimSpace(out) != "1" {
@@ -539,9 +510,7 @@ func TestServeControlsAMove(t *testing.T) {
 	if field(status, "state") != "completed" || field(status, "paused_ms") == "0" {
 		t.Fatalf("released:\n%s", status)
 	}
-	if err := c.WaitOwner(ctx, mustSlots(t, "0-5460"), c.IDs[3], 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	must(t, c.WaitOwner(ctx, mustSlots(t, "0-5460"), c.IDs[3], 10*time.Second))
 	if n := target.DBSize(ctx).Val(); n < 200_000 {
 		t.Fatalf("the target holds %d keys, want the 200000 loaded and the writer's", n)
 	}
@@ -558,9 +527,7 @@ func TestServeControlsAMove(t *testing.T) {
 // STATUS and in the state file. When NATS comes up the sidecar takes it
 // up and answers there.
 func TestServeRepairsWithoutNATS(t *testing.T) {
-	ctx := testContext(t, 3*time.Minute)
-	c := fourMasters(t)
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 3*time.Minute)
 	set := mustSlots(t, "0-99")
 	keys := make([]string, 3000)
 	for i := range keys {
@@ -574,15 +541,10 @@ func TestServeRepairsWithoutNATS(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	want, err := localcluster.Capture(ctx, cc, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := capture(t, ctx, cc, keys)
 
 	// The move, by hand, up to its release.
-	source, target := c.Nodes[0].Client(), c.Nodes[3].Client()
-	defer source.Close()
-	defer target.Close()
+	source, target := nodeClient(t, c, 0), nodeClient(t, c, 3)
 	if err := cutover.SetSlots(ctx, target, set.Slots(), "IMPORTING", c.IDs[0]); err != nil {
 		t.Fatal(err)
 	}
@@ -628,12 +590,8 @@ func TestServeRepairsWithoutNATS(t *testing.T) {
 		!strings.Contains(field(status, "last_error"), "interrupted") {
 		t.Fatalf("the repaired task:\n%s", status)
 	}
-	if err := c.WaitOwner(ctx, set, c.IDs[0], 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitHealthy(ctx, 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	must(t, c.WaitOwner(ctx, set, c.IDs[0], 10*time.Second))
+	must(t, c.WaitHealthy(ctx, 10*time.Second))
 	fresh := c.Client()
 	defer fresh.Close()
 	if err := want.Compare(ctx, fresh); err != nil {

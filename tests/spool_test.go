@@ -20,9 +20,7 @@ import (
 // and the writes on the source.
 func TestSpoolCapRollsBackAStalledMove(t *testing.T) {
 	const limit = 1 << 20
-	c := fourMasters(t)
-	ctx := testContext(t, 2*time.Minute)
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 2*time.Minute)
 	set := mustSlots(t, "0-999")
 	// A few keys: an RDB smaller than the cap (a larger one, read slower
 	// than it arrives, fails the move in the snapshot already).
@@ -46,8 +44,7 @@ func TestSpoolCapRollsBackAStalledMove(t *testing.T) {
 	defer cancel()
 
 	// The target sleeps, half a second at a time, until the writes are in.
-	stall := c.Nodes[3].Client()
-	defer stall.Close()
+	stall := nodeClient(t, c, 3)
 	written := make(chan struct{})
 	stalled := make(chan error, 1)
 	go func() {
@@ -66,8 +63,7 @@ func TestSpoolCapRollsBackAStalledMove(t *testing.T) {
 		stalled <- fmt.Errorf("the writes took more than 30 s")
 	}()
 	time.Sleep(50 * time.Millisecond)
-	source := c.Nodes[0].Client()
-	defer source.Close()
+	source := nodeClient(t, c, 0)
 	value := strings.Repeat("s", 4096)
 	var keys []string
 	for i := 0; i < 10*limit/len(value); i++ {
@@ -121,8 +117,7 @@ func TestSpoolCapRollsBackAStalledMove(t *testing.T) {
 			t.Fatalf("node %d keeps marks: importing %v, migrating %v", i, m.Importing, m.Migrating)
 		}
 	}
-	target := c.Nodes[3].Client()
-	defer target.Close()
+	target := nodeClient(t, c, 3)
 	assertTargetHoldsNone(t, ctx, target, set)
 	p := source.Pipeline()
 	lens := make([]*redis.IntCmd, len(keys))

@@ -258,13 +258,8 @@ func expiringKeysKeepTheirTTL(t *testing.T, path string) {
 		}
 		moved = append(moved, keys...)
 	}
-	base, err := localcluster.Capture(ctx, cc, moved)
-	if err != nil {
-		t.Fatal(err)
-	}
-	source, target := c.Nodes[0].Client(), c.Nodes[3].Client()
-	defer source.Close()
-	defer target.Close()
+	base := capture(t, ctx, cc, moved)
+	source, target := nodeClient(t, c, 0), nodeClient(t, c, 3)
 	book := &ttlBook{keys: map[string]expectation{}}
 	tag := tagIn(set, 60)
 	key := func(group, kind string, big bool, i int) string {
@@ -353,8 +348,7 @@ func expiringKeysKeepTheirTTL(t *testing.T, path string) {
 				return
 			}
 		}
-		stall := c.Nodes[3].Client()
-		defer stall.Close()
+		stall := nodeClient(t, c, 3)
 		slept := make(chan error, 1)
 		go func() {
 			err := stall.Do(ctx, "DEBUG", "SLEEP", "1.5").Err()
@@ -450,9 +444,7 @@ func expiringKeysKeepTheirTTL(t *testing.T, path string) {
 	if err := source.Do(ctx, "DEBUG", "SET-ACTIVE-EXPIRE", "1").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	must(t, c.WaitOwner(ctx, set, c.IDs[3], 10*time.Second))
 	// Every key of the snapshot alive when the feeder read it was copied:
 	// all but the expired-at-scan group. So the scan keys were read alive,
 	// and they ran out before the end of the target's stall, before the
@@ -512,20 +504,16 @@ func expiringKeysKeepTheirTTL(t *testing.T, path string) {
 // TTL by the delay; later servers propagate absolute times, and there the
 // test shows they stay so.
 func TestTTLsSetDuringLagKeepTheirExpiry(t *testing.T) {
-	c := fourMasters(t)
-	ctx := context.Background()
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 5*time.Minute)
 	set := mustSlots(t, "0-5460")
 	load(t, cc, 2_000, set)
 	done, cancel := moveHeldInCatchUp(t, c, set)
 	defer cancel()
 	// The target stalls for 2 s: every write below reaches it that late.
-	stall := c.Nodes[3].Client()
-	defer stall.Close()
+	stall := nodeClient(t, c, 3)
 	go stall.Do(ctx, "DEBUG", "SLEEP", "2")
 	time.Sleep(50 * time.Millisecond)
-	source := c.Nodes[0].Client()
-	defer source.Close()
+	source := nodeClient(t, c, 0)
 	tag := tagIn(set, 11)
 	want := map[string]int64{} // key → expiry, Unix ms
 	for i, op := range []func(k string) error{
@@ -558,8 +546,7 @@ func TestTTLsSetDuringLagKeepTheirExpiry(t *testing.T) {
 	// Once the target is awake and has applied them: read it there
 	// (ASKING: the slots are still importing).
 	time.Sleep(2500 * time.Millisecond)
-	target := c.Nodes[3].Client()
-	defer target.Close()
+	target := nodeClient(t, c, 3)
 	conn := target.Conn()
 	defer conn.Close()
 	for k, at := range want {
@@ -592,13 +579,10 @@ func TestTTLsSetDuringLagKeepTheirExpiry(t *testing.T) {
 // earlier rule kept only the keys whose expiry was within 10 minutes of
 // their copy: with that bound at 1 s, it fails here.
 func TestKeysExtendedDuringALongSnapshot(t *testing.T) {
-	c := fourMasters(t)
-	ctx := testContext(t, 2*time.Minute)
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 2*time.Minute)
 	set := mustSlots(t, "0-999")
 	load(t, cc, 6_000, set)
-	source := c.Nodes[0].Client()
-	defer source.Close()
+	source := nodeClient(t, c, 0)
 	ttl := 3 * time.Second
 	var keys []string
 	for i := range 60 {
@@ -618,8 +602,7 @@ func TestKeysExtendedDuringALongSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer source.ConfigSet(context.Background(), "rdb-key-save-delay", "0")
-	target := c.Nodes[3].Client()
-	defer target.Close()
+	target := nodeClient(t, c, 3)
 	done := make(chan mover.Summary, 1)
 	go func() {
 		sum, _ := mover.Run(ctx, mover.Options{
@@ -641,10 +624,7 @@ func TestKeysExtendedDuringALongSnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want, err := localcluster.Capture(ctx, source, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := capture(t, ctx, source, keys)
 	sum := <-done
 	if sum.Result != mover.ResultMoved {
 		t.Fatalf("move: %s: %s", sum.Result, sum.Error)
@@ -660,14 +640,11 @@ func TestKeysExtendedDuringALongSnapshot(t *testing.T) {
 
 // simply runs out stays gone.
 func TestKeysExtendedBeforeTheyExpireSurviveALateTarget(t *testing.T) {
-	c := fourMasters(t)
-	ctx := context.Background()
-	cc := clusterClient(t, c)
+	c, ctx, cc := fourMastersAndClient(t, 5*time.Minute)
 	set := mustSlots(t, "0-5460")
 	// Enough keys for a snapshot that outlasts the first progress report.
 	load(t, cc, 200_000, set)
-	source := c.Nodes[0].Client()
-	defer source.Close()
+	source := nodeClient(t, c, 0)
 	tag := tagIn(set, 12)
 	short := 2 * time.Second
 	keys := map[string]func() error{ // key → what extends or writes it in time
@@ -692,8 +669,7 @@ func TestKeysExtendedBeforeTheyExpireSurviveALateTarget(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	target := c.Nodes[3].Client()
-	defer target.Close()
+	target := nodeClient(t, c, 3)
 	mctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	done := make(chan mover.Summary, 1)
@@ -714,8 +690,7 @@ func TestKeysExtendedBeforeTheyExpireSurviveALateTarget(t *testing.T) {
 			t.Fatal("the copy never began")
 		}
 	}
-	stall := c.Nodes[3].Client()
-	defer stall.Close()
+	stall := nodeClient(t, c, 3)
 	go stall.Do(ctx, "DEBUG", "SLEEP", "3")
 	time.Sleep(20 * time.Millisecond)
 	for k, extend := range keys {
@@ -723,10 +698,7 @@ func TestKeysExtendedBeforeTheyExpireSurviveALateTarget(t *testing.T) {
 			t.Fatalf("%s: %v", k, err)
 		}
 	}
-	want, err := localcluster.Capture(ctx, source, slices.Collect(maps.Keys(keys)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := capture(t, ctx, source, slices.Collect(maps.Keys(keys)))
 	sum := <-done
 	if sum.Result != mover.ResultMoved {
 		t.Fatalf("move: %s: %s", sum.Result, sum.Error)
