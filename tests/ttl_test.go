@@ -337,6 +337,8 @@ func expiringKeysKeepTheirTTL(t *testing.T, path string) {
 	// applies only after the stall, expired by then for the scan group.
 	// Meanwhile the source extends keys before they run out, and writes
 	// keys that the stream brings only after the snapshot.
+	// The test waits for it on every way out, a failed move's too.
+	defer func() { <-snapshotWrites }()
 	go func() {
 		defer close(snapshotWrites)
 		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Microsecond) {
@@ -348,7 +350,8 @@ func expiringKeysKeepTheirTTL(t *testing.T, path string) {
 				return
 			}
 		}
-		stall := nodeClient(t, c, 3)
+		stall := c.Nodes[3].Client()
+		defer stall.Close()
 		slept := make(chan error, 1)
 		go func() {
 			err := stall.Do(ctx, "DEBUG", "SLEEP", "1.5").Err()
