@@ -188,6 +188,7 @@ type writer struct {
 	// tolerated errors of a kind, up to a count (see tolerate)
 	tolerated map[string]int
 	bounces   int // writes the client gave up on between source and target, then retried
+	unowned   int // writes refused by a node that knew no owner of the slot yet, then retried
 }
 
 // A writer's client may give up on at most maxBounces writes bounced
@@ -202,6 +203,20 @@ const (
 // isBounce says whether err is the MOVED a cluster client returns when it
 // ran out of redirects.
 func isBounce(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "MOVED ") }
+
+// isUnowned says whether err is the CLUSTERDOWN of a node that sees the
+// slot unassigned, which a cluster client returns when its retries ran out.
+func isUnowned(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "CLUSTERDOWN ") }
+
+// retryWhile increments counter c again while it is refused (still), for
+// bounceRetry at most: a refused command ran nothing.
+func retryWhile(ctx context.Context, cc *redis.ClusterClient, c int, err error, still func(error) bool) error {
+	for giveUp := time.Now().Add(bounceRetry); still(err) && time.Now().Before(giveUp) && ctx.Err() == nil; {
+		time.Sleep(time.Millisecond)
+		err = cc.Incr(ctx, counterKey(c)).Err()
+	}
+	return err
+}
 
 const counters = 512
 
@@ -228,17 +243,22 @@ func startWriter(t *testing.T, c *localcluster.Cluster, maxOps int) *writer {
 		for i := 0; i < maxOps && ctx.Err() == nil; i++ {
 			c := i % counters
 			err := cc.Incr(ctx, counterKey(c)).Err()
-			if isBounce(err) {
+			switch {
+			case isBounce(err):
 				// Every hop was answered MOVED, so nothing ran: the client
 				// gave up on the instant between the source's release and
 				// the target's claim (README, Cutover), which outlasts its
 				// 5 redirects only when slotmover is starved of CPU (CI's 2
 				// cores running 7 clusters). An application tries again.
 				w.bounces++
-				for giveUp := time.Now().Add(bounceRetry); isBounce(err) && time.Now().Before(giveUp) && ctx.Err() == nil; {
-					time.Sleep(time.Millisecond)
-					err = cc.Incr(ctx, counterKey(c)).Err()
-				}
+				err = retryWhile(ctx, cc, c, err, isBounce)
+			case isUnowned(err):
+				// Refused, so nothing ran: Valkey 8's source between its
+				// release and hearing of the owner, a slot at a time (a
+				// whole shard: 100-400 ms for the last slots on CI), longer
+				// than go-redis's own retries. An application tries again.
+				w.unowned++
+				err = retryWhile(ctx, cc, c, err, isUnowned)
 			}
 			w.tally.Note(c, err)
 			switch {
@@ -273,12 +293,13 @@ type writerVerdict struct {
 	seen      map[string]int64 // redirect replies its node clients got, by kind
 	errorstat map[string]int64 // the servers' ASK and TRYAGAIN counts since the start
 	bounces   int              // writes the client gave up on between two nodes (retried)
+	unowned   int              // writes refused where no owner was known yet (retried)
 }
 
 // verdict reads every counter (the writer must be halted) and the
 // servers' error statistics.
 func (w *writer) verdict(ctx context.Context) (writerVerdict, error) {
-	v := writerVerdict{errs: map[string]int{}, seen: w.seen.Counts(), errorstat: map[string]int64{}, bounces: w.bounces}
+	v := writerVerdict{errs: map[string]int{}, seen: w.seen.Counts(), errorstat: map[string]int64{}, bounces: w.bounces, unowned: w.unowned}
 	for kind, n := range w.errs {
 		if n > w.tolerated[kind] {
 			v.errs[kind] = n
@@ -306,9 +327,10 @@ func (w *writer) verdict(ctx context.Context) (writerVerdict, error) {
 // during the copy and are switched at once, so no ASK and no TRYAGAIN,
 // neither in the writer's client nor in any server's statistics, and no
 // error at all (a write held by the pause waits; MOVED after the switch is
-// followed by the client; a brief CLUSTERDOWN on Valkey 8 is retried by
-// it; a write it gave up on between release and claim is retried, at most
-// maxBounces times); and a writer that got nothing acknowledged tested nothing.
+// followed by the client; a write it gave up on between release and
+// claim is retried, at most maxBounces times, and one refused with
+// CLUSTERDOWN on Valkey 8, until its source hears of the owner, for up to
+// bounceRetry); and a writer that got nothing acknowledged tested nothing.
 func (v writerVerdict) problems() []string {
 	var out []string
 	if len(v.bad) > 0 {
@@ -346,7 +368,7 @@ func (w *writer) finish(t *testing.T) (ops int64) {
 	if p := v.problems(); len(p) > 0 {
 		t.Fatalf("writer: %s", strings.Join(p, "; "))
 	}
-	t.Logf("writer: %d acknowledged writes, none lost; errors %v (tolerated %v); redirects seen %v; bounces given up on and retried %d", v.ops, w.errs, w.tolerated, v.seen, v.bounces)
+	t.Logf("writer: %d acknowledged writes, none lost; errors %v (tolerated %v); redirects seen %v; bounces given up on and retried %d; refused as unowned and retried %d", v.ops, w.errs, w.tolerated, v.seen, v.bounces, v.unowned)
 	return v.ops
 }
 
