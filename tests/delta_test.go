@@ -31,12 +31,11 @@ type mirrored struct {
 	keys   map[string]bool
 }
 
-// newMirrored is a mirror server beside c's cluster. Its client of the
+// newMirrored is a mirror server beside cc's cluster. Its client of the
 // cluster follows redirections and waits out a node that is down for
 // longer than go-redis does by default: a command refused so ran nothing,
-// and an application would try it again. (Valkey 8 answers CLUSTERDOWN for
-// the milliseconds between its DELSLOTS release and hearing the target's
-// claim.)
+// and an application would try it again. (Valkey 8's source answers
+// CLUSTERDOWN from its DELSLOTS release until it hears of the owner.)
 func newMirrored(t *testing.T, cc *redis.ClusterClient) *mirrored {
 	mirror := harness.ServerT(t, localcluster.Options{}).Client()
 	t.Cleanup(func() { mirror.Close() })
@@ -130,13 +129,13 @@ func multiKeyWritesDuringMove(t *testing.T, path string) {
 					// CLUSTERDOWN was discarded whole (Valkey 8's instant
 					// between release and claim), and an application
 					// tries it again.
-					for giveUp := time.Now().Add(time.Second); ; {
+					for giveUp := time.Now().Add(bounceRetry); ; {
 						_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
 							p.Incr(ctx, k("c1"))
 							p.IncrBy(ctx, k("c2"), 2)
 							return nil
 						})
-						if err == nil || !strings.HasPrefix(err.Error(), "CLUSTERDOWN") || time.Now().After(giveUp) {
+						if !isUnowned(err) || time.Now().After(giveUp) {
 							return err
 						}
 						time.Sleep(time.Millisecond)
