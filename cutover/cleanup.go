@@ -59,7 +59,10 @@ var ErrNowReplica = errors.New("node is now a replica")
 // new owner sent before its claim may still be on its way. The owner would
 // then lose the slot, and delete its keys of it, to a source that is
 // purging them. A node never processes a message of its own.
-func Cleanup(ctx context.Context, source *redis.Client, set *slots.Set, pace Pace) (int64, error) {
+//
+// owner is the node ID of the slots' owner: the source is told of it first
+// where its own view has them unassigned (see seeOwner).
+func Cleanup(ctx context.Context, source *redis.Client, owner string, set *slots.Set, pace Pace) (int64, error) {
 	if err := stillMaster(ctx, source); err != nil {
 		return 0, err
 	}
@@ -71,6 +74,9 @@ func Cleanup(ctx context.Context, source *redis.Client, set *slots.Set, pace Pac
 		return n, err
 	}
 	if err := checkUnlinkScript(ctx, source); err != nil {
+		return 0, err
+	}
+	if err := seeOwner(ctx, source, owner, set); err != nil {
 		return 0, err
 	}
 	var removed int64
@@ -107,6 +113,29 @@ func Cleanup(ctx context.Context, source *redis.Client, set *slots.Set, pace Pac
 		}
 	}
 	return removed, nil
+}
+
+// seeOwner tells the source the owner of the slots its own view has
+// unassigned, as after a guarded release (Valkey 8) whose news has yet to
+// reach it. A mark on such a slot does not last the purge: the owner's
+// claim, when it comes by gossip, clears it (Redis 7.0 and Valkey 8 alike),
+// and the purge fails ("non local key"). Slots its view gives to any node
+// are left as they are.
+func seeOwner(ctx context.Context, source *redis.Client, owner string, set *slots.Set) error {
+	top, err := cluster.Load(ctx, source)
+	if err != nil {
+		return err
+	}
+	var unassigned []uint16
+	for _, s := range set.Slots() {
+		if top.AssignedTo(s) == nil {
+			unassigned = append(unassigned, s)
+		}
+	}
+	if err := SetSlots(ctx, source, unassigned, "NODE", owner); err != nil {
+		return fmt.Errorf("telling the source the owner of slots it sees unassigned: %w", err)
+	}
+	return nil
 }
 
 // Rollback undoes the target side of a move that failed before the source

@@ -178,7 +178,7 @@ func TestPurgeFlushesOnlyANodeOfMovedKeys(t *testing.T) {
 		}
 		marks <- seen
 	}()
-	removed, err = Cleanup(ctx, src, moved, Pace{Batch: 10, Sleep: 5 * time.Millisecond})
+	removed, err = Cleanup(ctx, src, c.IDs[1], moved, Pace{Batch: 10, Sleep: 5 * time.Millisecond})
 	stopWatch()
 	if err != nil || removed != 300 {
 		t.Fatalf("cleanup: removed %d, %v (want 300)", removed, err)
@@ -274,5 +274,68 @@ func TestPurgeWaitsOutABriefClusterDown(t *testing.T) {
 	removed, err := Rollback(ctx, node, slots.NewSet(slots.Range{Start: slot, End: slot}), Pace{Batch: 100})
 	if err != nil || removed != 20 {
 		t.Fatalf("rollback on a node down for 300 ms: removed %d: %v", removed, err)
+	}
+}
+
+// A source that sees the moved slots unassigned (a guarded release on
+// Valkey 8 whose news has not reached it) is told their owner before its
+// cleanup marks them: the owner's claim, reaching it by gossip during the
+// purge, would else clear the marks and fail the purge.
+func TestCleanupTellsASourceThatSeesNoOwner(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := harness.ClusterT(t, []string{"0-8191", "8192-16383"}, localcluster.Options{})
+	src, dst := c.Nodes[0].Client(), c.Nodes[1].Client()
+	defer src.Close()
+	defer dst.Close()
+	moved := slots.NewSet(slots.Range{Start: 0, End: 99})
+	kept := "{" + tagOf(5000) + "}:kept"
+	if _, err := src.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, n := 0, 0; n < 300; i++ {
+			if k := fmt.Sprint("k", i); moved.Contains(slots.ForString(k)) {
+				p.Set(ctx, k, "v", 0)
+				n++
+			}
+		}
+		p.Set(ctx, kept, "mine", 0)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Do(ctx, cluster.SlotsCommand("DELSLOTS", moved.Slots())...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The owner claims the slots as soon as the source marks one.
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	claimed := make(chan error, 1)
+	go func() {
+		for watchCtx.Err() == nil {
+			if top, err := cluster.Load(watchCtx, src); err == nil && len(top.Myself.Importing) > 0 {
+				claimed <- SetSlots(ctx, dst, moved.Slots(), "NODE", c.IDs[1])
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+		claimed <- nil
+	}()
+	removed, err := Cleanup(ctx, src, c.IDs[1], moved, Pace{Batch: 10, Sleep: 5 * time.Millisecond})
+	stopWatch()
+	if cerr := <-claimed; cerr != nil {
+		t.Fatalf("the owner's claim: %v", cerr)
+	}
+	if err != nil || removed != 300 {
+		t.Fatalf("cleanup of a source that saw no owner: removed %d, %v (want 300)", removed, err)
+	}
+	top, err := cluster.Load(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range moved.Slots() {
+		if o := top.AssignedTo(s); o == nil || o.ID != c.IDs[1] || top.Myself.Importing[s] != "" {
+			t.Fatalf("slot %d in the source's view after the cleanup: owner %v, importing from %q (want %s, none)", s, o, top.Myself.Importing[s], c.IDs[1])
+		}
+	}
+	if v, n := src.Get(ctx, kept).Val(), src.DBSize(ctx).Val(); v != "mine" || n != 1 {
+		t.Fatalf("after cleanup: %s=%q, %d keys (want \"mine\", 1)", kept, v, n)
 	}
 }

@@ -567,7 +567,7 @@ func Run(ctx context.Context, o Options) ([]Repair, []string, error) {
 					err = fmt.Errorf("the owner's replicas do not have the keys yet, the copies stay: %w", err)
 					break
 				}
-				n, err = cutover.Cleanup(ctx, c, r.Slots, o.Cleanup)
+				n, err = cutover.Cleanup(ctx, c, r.Owner, r.Slots, o.Cleanup)
 				log.Info("cleaned up", "node", r.Addr, "keys_removed", n)
 			}
 		}

@@ -300,7 +300,7 @@ func (t *task) cleanup(ctx context.Context) (Event, error) {
 	cleanupStart := time.Now()
 	pace := t.opts.Cleanup
 	pace.Gate = t.gate
-	removed, err := cutover.Cleanup(ctx, t.p.source, t.opts.Slots, pace)
+	removed, err := cutover.Cleanup(ctx, t.p.source, t.p.targetID, t.opts.Slots, pace)
 	t.sum.CleanupMS = time.Since(cleanupStart).Milliseconds()
 	t.sum.OrphansRemoved = removed
 	switch {
