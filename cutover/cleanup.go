@@ -66,17 +66,18 @@ func Cleanup(ctx context.Context, source *redis.Client, owner string, set *slots
 	if err := stillMaster(ctx, source); err != nil {
 		return 0, err
 	}
-	self, err := source.ClusterMyID(ctx).Result()
-	if err != nil {
-		return 0, fmt.Errorf("CLUSTER MYID on %s: %w", source.Options().Addr, err)
-	}
 	if n, flushed, err := flushIfOnly(ctx, source, set); flushed || err != nil {
 		return n, err
 	}
 	if err := checkUnlinkScript(ctx, source); err != nil {
 		return 0, err
 	}
-	if err := seeOwner(ctx, source, owner, set); err != nil {
+	top, err := cluster.Load(ctx, source)
+	if err != nil {
+		return 0, err
+	}
+	self := top.Myself.ID
+	if err := seeOwner(ctx, source, top, owner, set); err != nil {
 		return 0, err
 	}
 	var removed int64
@@ -115,20 +116,16 @@ func Cleanup(ctx context.Context, source *redis.Client, owner string, set *slots
 	return removed, nil
 }
 
-// seeOwner tells the source the owner of the slots its own view has
+// seeOwner tells the source the owner of the slots its own view (view) has
 // unassigned, as after a guarded release (Valkey 8) whose news has yet to
 // reach it. A mark on such a slot does not last the purge: the owner's
 // claim, when it comes by gossip, clears it (Redis 7.0 and Valkey 8 alike),
 // and the purge fails ("non local key"). Slots its view gives to any node
 // are left as they are.
-func seeOwner(ctx context.Context, source *redis.Client, owner string, set *slots.Set) error {
-	top, err := cluster.Load(ctx, source)
-	if err != nil {
-		return err
-	}
+func seeOwner(ctx context.Context, source *redis.Client, view *cluster.Topology, owner string, set *slots.Set) error {
 	var unassigned []uint16
 	for _, s := range set.Slots() {
-		if top.AssignedTo(s) == nil {
+		if view.AssignedTo(s) == nil {
 			unassigned = append(unassigned, s)
 		}
 	}

@@ -76,6 +76,17 @@ func tagOf(slot uint16) string {
 	}
 }
 
+// keysIn returns n keys of the slots of set.
+func keysIn(set *slots.Set, n int) []string {
+	var keys []string
+	for i := 0; len(keys) < n; i++ {
+		if k := fmt.Sprint("k", i); set.Contains(slots.ForString(k)) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
 // A node whose keys all belong to the moved slots is emptied in one step
 // (a rolled-back target here); one key of another slot makes the cleanup
 // fall back to the paced purge, which must leave that key alone.
@@ -86,12 +97,7 @@ func TestPurgeFlushesOnlyANodeOfMovedKeys(t *testing.T) {
 	defer src.Close()
 	defer dst.Close()
 	moved := slots.NewSet(slots.Range{Start: 0, End: 99})
-	var keys []string
-	for i := 0; len(keys) < 300; i++ {
-		if k := fmt.Sprint("k", i); moved.Contains(slots.ForString(k)) {
-			keys = append(keys, k)
-		}
-	}
+	keys := keysIn(moved, 300)
 	write := func(c *redis.Client, asking bool) {
 		t.Helper()
 		if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -291,11 +297,8 @@ func TestCleanupTellsASourceThatSeesNoOwner(t *testing.T) {
 	moved := slots.NewSet(slots.Range{Start: 0, End: 99})
 	kept := "{" + tagOf(5000) + "}:kept"
 	if _, err := src.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, n := 0, 0; n < 300; i++ {
-			if k := fmt.Sprint("k", i); moved.Contains(slots.ForString(k)) {
-				p.Set(ctx, k, "v", 0)
-				n++
-			}
+		for _, k := range keysIn(moved, 300) {
+			p.Set(ctx, k, "v", 0)
 		}
 		p.Set(ctx, kept, "mine", 0)
 		return nil
