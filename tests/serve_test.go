@@ -583,7 +583,15 @@ func TestServeRepairsWithoutNATS(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	natsAddr := freeAddr(t) // nothing listens there yet
+	// The port is held until NATS takes it, by a listener that never
+	// accepts (a client gets no INFO: NATS is unreachable). Left free for
+	// the repair's seconds, it was once taken by another test's server.
+	hold, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Close()
+	natsAddr := hold.Addr().String()
 	d := startDaemon(t, c.Nodes[3].Addr, "nats://"+natsAddr, "", "")
 	status := d.waitState(t, dead[0].ID, time.Minute, "completed", "failed")
 	if field(status, "state") != "failed" || field(status, "result") != "rolled_back" || field(status, "phase") != "repaired" ||
@@ -619,6 +627,7 @@ func TestServeRepairsWithoutNATS(t *testing.T) {
 	_, port, _ := net.SplitHostPort(natsAddr)
 	var portN int
 	fmt.Sscan(port, &portN)
+	hold.Close()
 	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: portN, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
 	if err != nil {
 		t.Fatal(err)
