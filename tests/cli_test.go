@@ -281,9 +281,8 @@ func TestCLIStatusOverAdminTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin := freeAddr(t)
-	var log bytes.Buffer
-	serve := exec.Command(slotmoverBin, "serve", "--node", c.Nodes[0].Addr, "--admin", admin, "--metrics", "",
+	var log harness.SyncBuffer
+	serve := exec.Command(slotmoverBin, "serve", "--node", c.Nodes[0].Addr, "--admin", "127.0.0.1:0", "--metrics", "",
 		"--admin-tls-cert", cert, "--admin-tls-key", key, "--state-dir", t.TempDir())
 	serve.Stdout, serve.Stderr = &log, &log
 	if err := serve.Start(); err != nil {
@@ -296,6 +295,7 @@ func TestCLIStatusOverAdminTLS(t *testing.T) {
 			t.Logf("serve's log:\n%s", log.String())
 		}
 	})
+	admin, _ := servingAddrs(t, &log)
 	status := []string{"status", "--json", "--admin", admin}
 	deadline := time.Now().Add(20 * time.Second)
 	for {

@@ -158,7 +158,7 @@ func TestPlanAddThenApplyThroughSidecars(t *testing.T) {
 	c, ctx, cc := fourMastersAndClient(t, 3*time.Minute)
 	natsURL := harness.NATS(t)
 	for _, n := range c.Nodes {
-		startDaemon(t, n.Addr, natsURL, "", "")
+		startDaemon(t, n.Addr, natsURL)
 	}
 	// The mean is 10.5k: master 0 gives 10.5k to the new master and 3k to
 	// master 2, master 1 gives 1.5k to master 2.

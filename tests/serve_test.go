@@ -2,7 +2,6 @@ package tests
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,42 +35,47 @@ import (
 	"github.com/slotmover/slotmover/tests/harness"
 )
 
-func freeAddr(t *testing.T) string {
+// servingLine is the line slotmover serve logs once its ports serve.
+var servingLine = regexp.MustCompile(`msg=serving .*\badmin=(\S+) .*\bmetrics=(\S+)`)
+
+// servingAddrs waits for the "serving" line of a slotmover serve started
+// with its ports at :0 and returns the ports it took. A port picked free
+// beforehand could be taken by another test's server before the sidecar
+// binds it.
+func servingAddrs(t *testing.T, log *harness.SyncBuffer) (admin, metrics string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if m := servingLine.FindStringSubmatch(log.String()); m != nil {
+			return m[1], strings.Trim(m[2], `"`)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("slotmover serve never said it was serving; log:\n%s", log)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // daemon is a `slotmover serve` process.
 type daemon struct {
 	cmd            *exec.Cmd
 	admin, metrics string
-	log            *bytes.Buffer
+	log            *harness.SyncBuffer
 }
 
-// startDaemon runs slotmover serve for node with the admin and metrics
-// ports given (free ones if ""), and waits until the admin port answers.
-func startDaemon(t *testing.T, node, natsURL, admin, metrics string) *daemon {
+// startDaemon runs slotmover serve for node, with its admin and metrics
+// ports where the kernel puts them, and waits until the admin port answers.
+func startDaemon(t *testing.T, node, natsURL string) *daemon {
 	t.Helper()
-	return startDaemonEnv(t, nil, node, natsURL, admin, metrics)
+	return startDaemonEnv(t, nil, node, natsURL)
 }
 
 // startDaemonEnv is startDaemon with env added to the environment; by
 // default its state is in the test's stateHome.
-func startDaemonEnv(t *testing.T, env []string, node, natsURL, admin, metrics string) *daemon {
+func startDaemonEnv(t *testing.T, env []string, node, natsURL string) *daemon {
 	t.Helper()
-	if admin == "" {
-		admin = freeAddr(t)
-	}
-	if metrics == "" {
-		metrics = freeAddr(t)
-	}
-	d := &daemon{admin: admin, metrics: metrics, log: &bytes.Buffer{}}
-	args := []string{"serve", "--node", node, "--admin", admin, "--metrics", metrics, "--max-tasks", "2"}
+	d := &daemon{log: &harness.SyncBuffer{}}
+	args := []string{"serve", "--node", node, "--admin", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--max-tasks", "2"}
 	if natsURL != "" {
 		args = append(args, "--nats", natsURL)
 	}
@@ -89,16 +94,11 @@ func startDaemonEnv(t *testing.T, env []string, node, natsURL, admin, metrics st
 			t.Logf("daemon log:\n%s", d.log)
 		}
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if out, err := d.cli(t, "PING"); err == nil && strings.TrimSpace(out) == "PONG" {
-			return d
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the daemon's admin port %s never answered; log:\n%s", admin, d.log)
-		}
-		time.Sleep(50 * time.Millisecond)
+	d.admin, d.metrics = servingAddrs(t, d.log)
+	if out, err := d.cli(t, "PING"); err != nil || strings.TrimSpace(out) != "PONG" {
+		t.Fatalf("the daemon's admin port %s: %v %q; log:\n%s", d.admin, err, out, d.log)
 	}
+	return d
 }
 
 // stateHomes holds each running test's $XDG_STATE_HOME for its daemons.
@@ -197,7 +197,7 @@ func TestServeImportWithRedisCli(t *testing.T) {
 	keys := keysIn(load(t, cc, 20_000, set), set)
 	want := capture(t, ctx, cc, keys)
 	natsURL := harness.NATS(t)
-	d := startDaemon(t, c.Nodes[3].Addr, natsURL, "", "")
+	d := startDaemon(t, c.Nodes[3].Addr, natsURL)
 	w := startWriter(t, c, 2_000_000)
 
 	id := d.importShard(t)
@@ -267,7 +267,7 @@ func TestServeCancelDuringCopy(t *testing.T) {
 	c, ctx, cc := fourMastersAndClient(t, 3*time.Minute)
 	bulkLoad(t, cc, 200_000)
 	before := fingerprint(t, ctx, c)
-	d := startDaemon(t, c.Nodes[3].Addr, "", "", "")
+	d := startDaemon(t, c.Nodes[3].Addr, "")
 	id := d.importShard(t)
 	if out, err := d.cli(t, "CLUSTER", "MIGRATION", "CANCEL", "ID", id); err != nil || strings.TrimSpace(out) != "1" {
 		t.Fatalf("CANCEL: %v %q", err, out)
@@ -287,7 +287,7 @@ func TestServeKilledMidCopyIsRepairedOnRestart(t *testing.T) {
 	bulkLoad(t, cc, 300_000)
 	before := fingerprint(t, ctx, c)
 	natsURL := harness.NATS(t)
-	d := startDaemon(t, c.Nodes[3].Addr, natsURL, "", "")
+	d := startDaemon(t, c.Nodes[3].Addr, natsURL)
 	id := d.importShard(t)
 	target := nodeClient(t, c, 3)
 	waitCopying(t, ctx, target)
@@ -297,7 +297,7 @@ func TestServeKilledMidCopyIsRepairedOnRestart(t *testing.T) {
 		t.Fatal("the killed import left nothing to repair: the test tests nothing")
 	}
 
-	d2 := startDaemon(t, c.Nodes[3].Addr, natsURL, "", "")
+	d2 := startDaemon(t, c.Nodes[3].Addr, natsURL)
 	status := d2.waitState(t, id, time.Minute, "failed", "completed")
 	if !strings.Contains(field(status, "last_error"), "interrupted") {
 		t.Fatalf("the restarted daemon's record of the task:\n%s", status)
@@ -313,8 +313,8 @@ func TestServeRefusesBadStarts(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--node", freeAddr(t), "--admin", freeAddr(t)}, "the local master"},
-		{[]string{"--admin", freeAddr(t)}, "node.address"},
+		{[]string{"--node", "127.0.0.1:1", "--admin", "127.0.0.1:0"}, "the local master"},
+		{[]string{"--admin", "127.0.0.1:0"}, "node.address"},
 	} {
 		code, stdout, stderr := runCLI(t, append([]string{"serve"}, tc.args...)...)
 		if code != 2 || !strings.Contains(stdout+stderr, tc.want) {
@@ -378,7 +378,7 @@ func TestServeSIGTERMRollsBackCopies(t *testing.T) {
 	c, ctx, cc := fourMastersAndClient(t, 3*time.Minute)
 	bulkLoad(t, cc, 300_000)
 	before := fingerprint(t, ctx, c)
-	d := startDaemon(t, c.Nodes[3].Addr, "", "", "")
+	d := startDaemon(t, c.Nodes[3].Addr, "")
 	d.importShard(t)
 	target := nodeClient(t, c, 3)
 	waitCopying(t, ctx, target)
@@ -408,7 +408,7 @@ func TestServeRefusesASecondSidecar(t *testing.T) {
 	c := fourMasters(t)
 	natsURL := harness.NATS(t)
 	node := c.Nodes[3].Addr
-	d := startDaemon(t, node, natsURL, "", "")
+	d := startDaemon(t, node, natsURL)
 	for _, tc := range []struct {
 		name, stateHome, want string
 	}{
@@ -416,7 +416,7 @@ func TestServeRefusesASecondSidecar(t *testing.T) {
 		{"another state directory", t.TempDir(), "another sidecar serves this node"},
 	} {
 		code, stdout, stderr := runCLIEnv(t, []string{"STATE_DIRECTORY=", "XDG_STATE_HOME=" + tc.stateHome},
-			"serve", "--node", node, "--admin", freeAddr(t), "--metrics", "", "--nats", natsURL)
+			"serve", "--node", node, "--admin", "127.0.0.1:0", "--metrics", "", "--nats", natsURL)
 		out := stdout + stderr
 		t.Logf("%s: %s", tc.name, out)
 		if code != 2 || !strings.Contains(out, tc.want) || !strings.Contains(out, "admin port "+d.admin) {
@@ -429,7 +429,7 @@ func TestServeRefusesASecondSidecar(t *testing.T) {
 
 	d.cmd.Process.Kill()
 	d.cmd.Wait()
-	d2 := startDaemonEnv(t, []string{"XDG_STATE_HOME=" + t.TempDir()}, node, natsURL, "", "")
+	d2 := startDaemonEnv(t, []string{"XDG_STATE_HOME=" + t.TempDir()}, node, natsURL)
 	d2.terminate(t)
 	if log := d2.log.String(); !strings.Contains(log, "took over the claim") || !strings.Contains(log, "admin port "+d.admin) {
 		t.Fatalf("the second sidecar does not say it took the dead one's claim over:\n%s", log)
@@ -446,7 +446,7 @@ func TestServeControlsAMove(t *testing.T) {
 	c, ctx, cc := fourMastersAndClient(t, 3*time.Minute)
 	bulkLoad(t, cc, 200_000)
 	natsURL := harness.NATS(t)
-	d := startDaemon(t, c.Nodes[3].Addr, natsURL, "", "")
+	d := startDaemon(t, c.Nodes[3].Addr, natsURL)
 	w := startWriter(t, c, 2_000_000)
 	id := d.importShard(t)
 	target := nodeClient(t, c, 3)
@@ -592,7 +592,7 @@ func TestServeRepairsWithoutNATS(t *testing.T) {
 	}
 	defer hold.Close()
 	natsAddr := hold.Addr().String()
-	d := startDaemon(t, c.Nodes[3].Addr, "nats://"+natsAddr, "", "")
+	d := startDaemon(t, c.Nodes[3].Addr, "nats://"+natsAddr)
 	status := d.waitState(t, dead[0].ID, time.Minute, "completed", "failed")
 	if field(status, "state") != "failed" || field(status, "result") != "rolled_back" || field(status, "phase") != "repaired" ||
 		!strings.Contains(field(status, "last_error"), "interrupted") {
