@@ -272,17 +272,8 @@ func importCopies(t *testing.T, source, target *redis.Client, sourceID string, s
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, k := range keys {
-			dump := source.Dump(ctx, k).Val()
-			if _, err := target.Pipelined(ctx, func(p redis.Pipeliner) error {
-				p.Do(ctx, "ASKING")
-				p.Restore(ctx, k, 0, dump)
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-			copied++
-		}
+		harness.CopyKeys(t, ctx, source, target, keys)
+		copied += len(keys)
 	}
 	if copied == 0 {
 		t.Fatal("nothing copied: the test tests nothing")

@@ -375,38 +375,12 @@ func setSlotsOn(t *testing.T, c *redis.Client, set *slots.Set, how ...any) {
 	}
 }
 
-// copyKeys copies keys from one node to another (DUMP, then ASKING and
-// RESTORE with the key's TTL): to must import their slots.
-func copyKeys(t *testing.T, from, to *redis.Client, keys []string) {
-	t.Helper()
-	ctx := context.Background()
-	for _, k := range keys {
-		dump, err := from.Dump(ctx, k).Result()
-		if err != nil {
-			t.Fatalf("DUMP %s on %s: %v", k, from.Options().Addr, err)
-		}
-		ttl := from.PTTL(ctx, k).Val()
-		if ttl < 0 {
-			ttl = 0
-		}
-		if _, err := to.Pipelined(ctx, func(p redis.Pipeliner) error {
-			p.Do(ctx, "ASKING")
-			p.Restore(ctx, k, ttl, dump)
-			return nil
-		}); err != nil {
-			t.Fatalf("RESTORE %s on %s: %v", k, to.Options().Addr, err)
-		}
-	}
-}
-
 // stoppedImport leaves the state of a move from node c.Nodes[src] to
 // c.Nodes[dst] stopped in its copy: dst imports set from src and holds a
 // copy of keys.
 func stoppedImport(t *testing.T, c *localcluster.Cluster, src, dst int, set *slots.Set, keys []string) {
 	t.Helper()
-	from, to := nodeClient(t, c, src), nodeClient(t, c, dst)
-	setSlotsOn(t, to, set, "IMPORTING", c.IDs[src])
-	copyKeys(t, from, to, keys)
+	copiedToImporting(t, context.Background(), nodeClient(t, c, src), nodeClient(t, c, dst), c.IDs[src], set, keys)
 }
 
 // releaseSlots is the source's release of set to c.Nodes[dst], as a move makes
@@ -1282,23 +1256,6 @@ var errCrash = errors.New("crashed right after the release (test hook)")
 // keys with their TTLs, RESTOREd behind ASKING.
 func copiedToImporting(t *testing.T, ctx context.Context, source, target *redis.Client, sourceID string, set *slots.Set, keys []string) {
 	t.Helper()
-	for _, s := range set.Slots() {
-		if err := target.Do(ctx, "CLUSTER", "SETSLOT", s, "IMPORTING", sourceID).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, k := range keys {
-		dump, err := source.Dump(ctx, k).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ttl := max(source.PTTL(ctx, k).Val(), 0)
-		if _, err := target.Pipelined(ctx, func(p redis.Pipeliner) error {
-			p.Do(ctx, "ASKING")
-			p.Restore(ctx, k, ttl, dump)
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setSlotsOn(t, target, set, "IMPORTING", sourceID)
+	harness.CopyKeys(t, ctx, source, target, keys)
 }

@@ -332,34 +332,7 @@ func authClusterClient(c *localcluster.Cluster, user, pw string) *redis.ClusterC
 // every node's own view gives every slot of set to owner, with no mark.
 func assertOwnerWith(t *testing.T, ctx context.Context, c *localcluster.Cluster, user, pw string, set *slots.Set, owner string) {
 	t.Helper()
-	var why string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		why = ""
-		for _, n := range c.Nodes {
-			cl := authNodeClient(n, user, pw)
-			top, err := cluster.Load(ctx, cl)
-			cl.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, x := range set.Slots() {
-				o := top.Owner(x)
-				_, mig := top.Myself.Migrating[x]
-				_, imp := top.Myself.Importing[x]
-				if o == nil || o.ID != owner || mig || imp {
-					why = fmt.Sprintf("%s: slot %d owner %v migrating %v importing %v", n.Addr, x, o, mig, imp)
-					break
-				}
-			}
-			if why != "" {
-				break
-			}
-		}
-		if why == "" {
-			return
-		}
-	}
-	t.Fatalf("slots %s: owner %s not agreed by every node: %s", set, owner, why)
+	must(t, c.WaitOwnerVia(ctx, set, owner, 10*time.Second, func(s *localcluster.Server) *redis.Client { return authNodeClient(s, user, pw) }))
 }
 
 // keysOnNode counts the keys a node holds in the slots of set.

@@ -548,16 +548,7 @@ func TestServeRepairsWithoutNATS(t *testing.T) {
 	if err := cutover.SetSlots(ctx, target, set.Slots(), "IMPORTING", c.IDs[0]); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range keys {
-		dump := source.Dump(ctx, k).Val()
-		if _, err := target.Pipelined(ctx, func(p redis.Pipeliner) error {
-			p.Do(ctx, "ASKING")
-			p.Restore(ctx, k, 0, dump)
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	harness.CopyKeys(t, ctx, source, target, keys)
 	if err := source.Do(ctx, cluster.SlotsCommand("DELSLOTS", set.Slots())...).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -72,6 +72,12 @@ func (c *Cluster) ErrorStats(ctx context.Context) (map[string]int64, error) {
 // WaitOwner waits until every running node sees owner as the master of
 // every slot of set, with no migrating or importing mark left on them.
 func (c *Cluster) WaitOwner(ctx context.Context, set *slots.Set, owner string, timeout time.Duration) error {
+	return c.WaitOwnerVia(ctx, set, owner, timeout, (*Server).Client)
+}
+
+// WaitOwnerVia is WaitOwner asking each node through a client of dial's
+// (one with credentials, say).
+func (c *Cluster) WaitOwnerVia(ctx context.Context, set *slots.Set, owner string, timeout time.Duration, dial func(*Server) *redis.Client) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		why := ""
@@ -79,7 +85,7 @@ func (c *Cluster) WaitOwner(ctx context.Context, set *slots.Set, owner string, t
 			if !s.Alive() {
 				continue
 			}
-			cl := s.Client()
+			cl := dial(s)
 			top, err := cluster.Load(ctx, cl)
 			cl.Close()
 			if err != nil {

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/slotmover/slotmover/lab/localcluster"
 )
 
@@ -74,4 +76,25 @@ func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// CopyKeys copies keys from one node to another as a move's copy does:
+// DUMP, then ASKING and RESTORE with the key's TTL (the target has their
+// slots importing).
+func CopyKeys(t testing.TB, ctx context.Context, from, to *redis.Client, keys []string) {
+	t.Helper()
+	for _, k := range keys {
+		dump, err := from.Dump(ctx, k).Result()
+		if err != nil {
+			t.Fatalf("DUMP %s on %s: %v", k, from.Options().Addr, err)
+		}
+		ttl := max(from.PTTL(ctx, k).Val(), 0)
+		if _, err := to.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.Do(ctx, "ASKING")
+			p.Restore(ctx, k, ttl, dump)
+			return nil
+		}); err != nil {
+			t.Fatalf("RESTORE %s on %s: %v", k, to.Options().Addr, err)
+		}
+	}
 }
