@@ -26,8 +26,10 @@ func (n Node) Conn() (cluster.Conn, error) {
 }
 
 // Config is the TLS configuration of the section; nil when TLS is off.
-func (t TLS) Config() (*tls.Config, error) {
-	conf, sub, err := t.config()
+func (t TLS) Config() (*tls.Config, error) { return keyAtFault(t.config()) }
+
+// keyAtFault names the key at fault (sub) in a config method's error.
+func keyAtFault(conf *tls.Config, sub string, err error) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", sub, err)
 	}
@@ -71,13 +73,7 @@ func (t TLS) config() (conf *tls.Config, sub string, err error) {
 }
 
 // Config is the TLS configuration of the port; nil when TLS is off.
-func (t ServerTLS) Config() (*tls.Config, error) {
-	conf, sub, err := t.config()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", sub, err)
-	}
-	return conf, nil
-}
+func (t ServerTLS) Config() (*tls.Config, error) { return keyAtFault(t.config()) }
 
 // config builds the port's TLS configuration; on error, sub names the key
 // at fault.
