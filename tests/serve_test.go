@@ -545,10 +545,7 @@ func TestServeRepairsWithoutNATS(t *testing.T) {
 
 	// The move, by hand, up to its release.
 	source, target := nodeClient(t, c, 0), nodeClient(t, c, 3)
-	if err := cutover.SetSlots(ctx, target, set.Slots(), "IMPORTING", c.IDs[0]); err != nil {
-		t.Fatal(err)
-	}
-	harness.CopyKeys(t, ctx, source, target, keys)
+	copiedToImporting(t, ctx, source, target, c.IDs[0], set, keys)
 	if err := source.Do(ctx, cluster.SlotsCommand("DELSLOTS", set.Slots())...).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -615,11 +612,8 @@ func TestServeRepairsWithoutNATS(t *testing.T) {
 
 	// NATS comes up where the sidecar looks for it: it is taken up, and
 	// the bucket learns how the task ended.
-	_, port, _ := net.SplitHostPort(natsAddr)
-	var portN int
-	fmt.Sscan(port, &portN)
 	hold.Close()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: portN, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: hold.Addr().(*net.TCPAddr).Port, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
 	if err != nil {
 		t.Fatal(err)
 	}
