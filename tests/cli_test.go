@@ -7,16 +7,20 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slotmover/slotmover/daemon/config"
 	"github.com/slotmover/slotmover/lab/localcluster"
 	"github.com/slotmover/slotmover/planner"
 	"github.com/slotmover/slotmover/tests/harness"
@@ -392,5 +396,76 @@ func TestCLIVersion(t *testing.T) {
 	want := fmt.Sprintf("slotmover v1.2.3-test %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	if stdout.String() != want || stderr.Len() != 0 {
 		t.Fatalf("slotmover version: stdout %q, stderr %q; want %q", stdout.String(), stderr.String(), want)
+	}
+}
+
+// move, a local apply and fix copy or remove keys from their own process,
+// and on a server's host they yield the CPU to the servers as the sidecar
+// does: every thread at --nice's default. Each talks to a server that
+// accepts and never answers, so it is still waiting when its threads are
+// read; a bad --nice is refused before anything is reached.
+func TestCLICommandsThatMoveKeysRunNiced(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var held []net.Conn
+	var mu sync.Mutex
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		ln.Close()
+		<-accepted
+		mu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+	silent := ln.Addr().String()
+	plan := filepath.Join(t.TempDir(), "plan.json")
+	data, err := json.Marshal(planner.Plan{Format: planner.Format, Mode: planner.Rebalance, By: planner.ByKeys,
+		Moves: []planner.Move{{Source: silent, SourceID: strings.Repeat("a", 40), Target: silent, TargetID: strings.Repeat("b", 40), Slots: "0-10"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(plan, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"move", "--source", silent, "--target", silent, "--slots", "0-10"},
+		{"apply", plan},
+		{"fix", "--cluster", silent},
+	} {
+		if code, _, stderr := runCLI(t, append(args, "--nice", "20")...); code != 2 || !strings.Contains(stderr, "--nice 20") {
+			t.Errorf("%s --nice 20: exit %d, %q; want 2 naming it", args[0], code, stderr)
+		}
+		cmd := exec.Command(slotmoverBin, args...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var nices []int
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if nices = threadNices(t, cmd.Process.Pid); len(nices) > 0 && !slices.ContainsFunc(nices, func(n int) bool { return n != config.DefaultNice }) {
+				break
+			}
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		if len(nices) == 0 || slices.ContainsFunc(nices, func(n int) bool { return n != config.DefaultNice }) {
+			t.Errorf("%s: threads at nice %v, want all %d", args[0], nices, config.DefaultNice)
+		}
 	}
 }

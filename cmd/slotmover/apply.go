@@ -23,11 +23,13 @@ func applyCmd(args []string) int {
 	var parallel int
 	var dryRun, asJSON bool
 	var snapshot, budget string
+	var nice niceFlag
 	fs.IntVar(&parallel, "parallel", 1, "run at most `N` moves at a time (never two from the same source)")
 	fs.BoolVar(&dryRun, "dry-run", false, "check every move against the cluster and print what would run; change nothing")
 	fs.BoolVar(&asJSON, "json", false, "print the outcome as one JSON object on stdout (progress goes to stderr)")
 	fs.StringVar(&snapshot, "snapshot", "", "how each move first copies the keys: `auto`, rdb or keys (see slotmover move --help); over NATS, unset keeps each sidecar's setting")
 	fs.StringVar(&budget, "budget", "", "each move's impact budget: `default`, off, or max-event=DURATION,max-rise=RATIO (see slotmover move --help); over NATS, unset keeps each sidecar's setting")
+	nice.register(fs)
 	var d daemonFlags
 	fs.StringVar(&d.natsURL, "nats", "", "send each move to its target's sidecar over NATS at this `URL`, instead of running it here")
 	fs.StringVar(&d.config, "config", "", "over NATS, connect as the sidecar of this YAML `file` does (servers, credentials, TLS, subject prefix)")
@@ -48,6 +50,10 @@ func applyCmd(args []string) int {
 	path := pos[0]
 	if parallel < 1 {
 		fmt.Fprintf(os.Stderr, "slotmover apply: --parallel %d: 1 or more\n", parallel)
+		return exitRefused
+	}
+	if err := nice.check(); err != nil {
+		fmt.Fprintf(os.Stderr, "slotmover apply: %v\n", err)
 		return exitRefused
 	}
 	b, err := throttle.ParseBudget(budget)
@@ -105,6 +111,8 @@ func applyCmd(args []string) int {
 			// The target's sidecar checks that the slots are still the
 			// source's (the request names it).
 			r.Mover, r.Check = sidecars, nil
+		} else {
+			nice.yield(logger)
 		}
 		results = r.Run(ctx)
 		ui.Wait()

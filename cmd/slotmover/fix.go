@@ -26,7 +26,9 @@ import (
 func fixCmd(args []string) int {
 	fs := cli.NewFlagSet("fix")
 	var cf connFlags
+	var nice niceFlag
 	cf.register(fs)
+	nice.register(fs)
 	node := fs.String("cluster", "", "any master of the cluster, `HOST:PORT`")
 	cli.Rename(fs, map[string]string{"node": "cluster"}) // as plan and soak name it
 	spec := fs.String("slots", "", "repair only these slots (default all)")
@@ -64,9 +66,12 @@ func fixCmd(args []string) int {
 		}
 	}
 	log, lerr := cf.Logger(os.Stderr)
-	if err = errors.Join(err, lerr); err != nil {
+	if err = errors.Join(err, lerr, nice.check()); err != nil {
 		fmt.Fprintf(os.Stderr, "slotmover fix: %v\n", err)
 		return exitRefused
+	}
+	if !*dryRun {
+		nice.yield(log)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -28,6 +28,7 @@ import (
 // moveFlags are the flags of move.
 type moveFlags struct {
 	connFlags
+	nice     niceFlag
 	opts     mover.Options
 	slotSpec string
 	jsonOut  bool
@@ -62,6 +63,7 @@ func (f *moveFlags) register(fs *pflag.FlagSet) {
 		return err
 	})
 	fs.BoolVar(&o.KeepSourceConfig, "keep-source-config", false, "do not turn off the source's repl-diskless-sync-delay and rdbcompression for the sync")
+	f.nice.register(fs)
 	f.connFlags.register(fs)
 }
 
@@ -70,6 +72,9 @@ func (f *moveFlags) resolve() error {
 	o := &f.opts
 	if o.Source.Addr == "" || o.Target.Addr == "" || f.slotSpec == "" {
 		return errors.New("--source, --target and --slots are required")
+	}
+	if err := f.nice.check(); err != nil {
+		return err
 	}
 	set, err := slots.Parse(f.slotSpec)
 	if err != nil {
@@ -100,6 +105,7 @@ func moveCmd(args []string) int {
 		fmt.Fprintf(os.Stderr, "slotmover move: %v\n", err)
 		return exitRefused
 	}
+	f.nice.yield(f.opts.Logger)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return runMove(ctx, &f, os.Stdout, os.Stderr)
