@@ -19,7 +19,8 @@ import (
 // `slotmover serve` beside every master over NATS: each run balances the cluster with every
 // key kept and no write lost, the writer's latencies idle and during are
 // measured, and under the budget no two moves into one target overlap, by
-// the sidecars' task records.
+// the sidecars' task records. nomove, the control, watches the same fleet
+// and moves nothing.
 func TestBenchFleet(t *testing.T) {
 	for _, bin := range []string{localcluster.ServerBin, "redis-cli"} {
 		if _, err := exec.LookPath(bin); err != nil {
@@ -28,9 +29,9 @@ func TestBenchFleet(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	methods := []string{bench.MethodRebalance, bench.MethodSlotmover, bench.MethodSlotmoverOff, bench.MethodASM}
+	methods := []string{bench.MethodNoMove, bench.MethodRebalance, bench.MethodSlotmover, bench.MethodSlotmoverOff, bench.MethodASM}
 	args := []string{"bench", "--workloads", "fleet", "--methods", strings.Join(methods, ","), "--keys", "6000", "--value-size", "64", "--types",
-		"--big-elements", "3000", "--fleet-masters", "3", "--fleet-new", "2", "--parallel", "3", "--load-rate", "500",
+		"--big-elements", "3000", "--fleet-masters", "3", "--fleet-new", "2", "--parallel", "3", "--load-rate", "500", "--nomove-for", "2s",
 		"--asm-build", bench.DefaultASMBuild(), "--redis-cli", localcluster.CliBin(), "--server-bin", localcluster.ServerBin,
 		"--dir", t.TempDir(), "--move-timeout", "2m", "--json"}
 	cmd := exec.CommandContext(ctx, labBin, args...)
@@ -67,9 +68,9 @@ func TestBenchFleet(t *testing.T) {
 		if r.Error != "" || len(r.Warnings) > 0 || r.LostWrites != 0 || r.ExtraWrites != 0 || r.LoadOps == 0 {
 			t.Errorf("%s: error %q, warnings %q, %d writes, %d lost, %d extra", row.Method, r.Error, r.Warnings, r.LoadOps, r.LostWrites, r.ExtraWrites)
 		}
-		// Both new masters serve slots and hold keys.
-		if len(r.Moved) != 2 || r.KeysMoved <= 0 {
-			t.Errorf("%s: new masters serve %v, hold %d keys", row.Method, r.Moved, r.KeysMoved)
+		// Both new masters serve slots and hold keys; with no move, neither.
+		if moved := row.Method != bench.MethodNoMove; moved != (len(r.Moved) == 2 && r.KeysMoved > 0) || !moved && (len(r.Moved) != 0 || r.KeysMoved != 0 || row.Ratio != nil) {
+			t.Errorf("%s: new masters serve %v, hold %d keys, ratio %v", row.Method, r.Moved, r.KeysMoved, row.Ratio)
 		}
 		if c := r.Client; c == nil || c.Idle < 100 || c.During == 0 || c.IdleP99MS <= 0 || c.P99MS <= 0 || c.MaxMS < c.P99MS || c.OpsPerSec <= 0 {
 			t.Errorf("%s: client %+v", row.Method, c)
@@ -79,7 +80,7 @@ func TestBenchFleet(t *testing.T) {
 		}
 		// The servers work in every method; redis-cli or the sidecars too,
 		// outside the servers and the bench.
-		if c := r.CPU; c == nil || c.Servers <= 0 || c.Bench <= 0 || (row.Method != bench.MethodASM && c.Mover <= 0) {
+		if c := r.CPU; c == nil || c.Servers <= 0 || c.Bench <= 0 || (row.Method != bench.MethodASM && row.Method != bench.MethodNoMove && c.Mover <= 0) {
 			t.Errorf("%s: CPU %+v", row.Method, c)
 		}
 		if !slices.Contains([]string{bench.MethodSlotmover, bench.MethodSlotmoverOff}, row.Method) {
@@ -104,7 +105,7 @@ func TestBenchFleet(t *testing.T) {
 			}
 		}
 	}
-	for _, s := range []string{"client idle", "client during", "CPU servers/mover/bench", "longest event", "rebalance", "slotmover-off", "max-event=20ms"} {
+	for _, s := range []string{"client idle", "client during", "CPU servers/mover/bench", "longest event", "nomove", "rebalance", "slotmover-off", "max-event=20ms"} {
 		if !strings.Contains(b.String(), s) {
 			t.Errorf("table lacks %q", s)
 		}

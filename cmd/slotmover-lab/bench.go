@@ -29,7 +29,7 @@ func benchCmd(args []string) int {
 	bigTypes := fs.String("big-types", strings.Join(localcluster.BigTypeNames, ","), "comma-separated types of the big keys with --big-keys (the keys path reads no big list or stream)")
 	workloads := fs.String("workloads", strings.Join(bench.DefaultWorkloads, ","), "comma-separated workloads: small (--slots of the first master to the empty one), single (0-5460 to the empty master), scaleout (4096 slots from 3 masters to the empty one), fleet (--fleet-masters with replicas rebalanced onto --fleet-new more, --keys over them and a sorted set of --big-elements at each end of every master's range, while a client writes)")
 	fs.StringVar(&cfg.SmallSlots, "slots", bench.DefaultSmallSlots, "the small workload's `slots`: a range 0-N of the first master (0-5460), what reshard takes for --cluster-slots N+1")
-	methods := fs.String("methods", strings.Join(bench.Methods, ","), "comma-separated methods, each run on the workloads it fits: reshard10, reshard1000 (redis-cli --cluster reshard with that --cluster-pipeline; not the fleet), rebalance (redis-cli --cluster rebalance --cluster-use-empty-masters; the fleet only), slotmover (snapshot path auto, --budget), slotmover-off (auto, no budget), slotmover-rdb, slotmover-keys (that snapshot path), asm (Redis's atomic slot migration on a cluster of the --asm-build; skipped if there is none)")
+	methods := fs.String("methods", strings.Join(bench.Methods, ","), "comma-separated methods, each run on the workloads it fits: reshard10, reshard1000 (redis-cli --cluster reshard with that --cluster-pipeline; not the fleet), rebalance (redis-cli --cluster rebalance --cluster-use-empty-masters; the fleet only), nomove (the fleet, its sidecars and its writer for --nomove-for, moving nothing: what the host alone costs), slotmover (snapshot path auto, --budget), slotmover-off (auto, no budget), slotmover-rdb, slotmover-keys (that snapshot path), asm (Redis's atomic slot migration on a cluster of the --asm-build; skipped if there is none)")
 	fs.StringVar(&cfg.ASMBuild, "asm-build", bench.DefaultASMBuild(), "`folder` of a Redis build with atomic slot migration (its redis-server) for the asm method ($"+bench.ASMBuildEnv+", else ../shared/redis-builds/redis-unstable-asm beside the repository)")
 	fs.BoolVar(&cfg.NoLatency, "no-ping", false, "do not PING the sources every ~1 ms during the move (the latency columns stay empty)")
 	fs.IntVar(&cfg.Runs, "runs", 1, "runs of each method and workload; the median is reported")
@@ -37,6 +37,7 @@ func benchCmd(args []string) int {
 	fs.IntVar(&cfg.FleetMasters, "fleet-masters", bench.DefaultFleetMasters, "the fleet's masters holding every slot at the start")
 	fs.IntVar(&cfg.FleetNew, "fleet-new", bench.DefaultFleetNew, "the fleet's empty masters that join")
 	fs.IntVar(&cfg.Parallel, "parallel", bench.DefaultParallel, "the fleet's moves at once (apply --parallel)")
+	fs.DurationVar(&cfg.NoMoveFor, "nomove-for", bench.DefaultNoMoveFor, "how long the nomove method watches the fleet")
 	fs.Func("budget", "slotmover's impact budget: `default`, off, or max-event=DURATION,max-rise=RATIO (see slotmover move --help)", func(v string) (err error) {
 		cfg.Budget, err = throttle.ParseBudget(v)
 		return err

@@ -40,6 +40,10 @@ const (
 	// MethodRebalance is redis-cli --cluster rebalance
 	// --cluster-use-empty-masters (the fleet workload's legacy method).
 	MethodRebalance = "rebalance"
+	// MethodNoMove is the fleet with its sidecars and its writer for
+	// Config.NoMoveFor, moving nothing: what the host alone costs the
+	// client and the masters' events over a window as long as a move.
+	MethodNoMove = "nomove"
 )
 
 // Workload names.
@@ -64,7 +68,7 @@ const (
 
 // Methods and Workloads list every known name, in table order.
 var (
-	Methods   = []string{MethodReshard10, MethodReshard1000, MethodRebalance, MethodSlotmover, MethodSlotmoverOff, MethodSlotmoverRDB, MethodSlotmoverKeys, MethodASM}
+	Methods   = []string{MethodReshard10, MethodReshard1000, MethodNoMove, MethodRebalance, MethodSlotmover, MethodSlotmoverOff, MethodSlotmoverRDB, MethodSlotmoverKeys, MethodASM}
 	Workloads = []string{WorkloadSmall, WorkloadSingle, WorkloadScaleout, WorkloadFleet}
 	// DefaultWorkloads leaves out the fleet, which starts dozens of servers.
 	DefaultWorkloads = []string{WorkloadSmall, WorkloadSingle, WorkloadScaleout}
@@ -77,7 +81,7 @@ func applies(workload, method string) bool {
 	switch method {
 	case MethodReshard10, MethodReshard1000:
 		return workload != WorkloadFleet
-	case MethodRebalance:
+	case MethodRebalance, MethodNoMove:
 		return workload == WorkloadFleet
 	}
 	return true
@@ -123,6 +127,9 @@ type Config struct {
 	// masters, BigElements is the size of each sorted set at the ends of
 	// their ranges.
 	FleetMasters, FleetNew, Parallel int
+	// NoMoveFor is how long the nomove method watches the fleet
+	// (default 30 s, about as long as a default-budget rebalance).
+	NoMoveFor time.Duration
 	// Sidecars starts a slotmover sidecar beside each of nodes, reachable
 	// on the NATS server at natsURL, logging into dir; stop ends them.
 	// The fleet's slotmover methods need it (SidecarsNeeded;
@@ -157,6 +164,7 @@ const (
 	DefaultFleetNew      = 3
 	DefaultParallel      = 3
 	DefaultFleetLoadRate = 2000
+	DefaultNoMoveFor     = 30 * time.Second
 )
 
 func (c *Config) defaults() {
@@ -180,6 +188,9 @@ func (c *Config) defaults() {
 	}
 	if c.Parallel == 0 {
 		c.Parallel = DefaultParallel
+	}
+	if c.NoMoveFor == 0 {
+		c.NoMoveFor = DefaultNoMoveFor
 	}
 
 	if len(c.Methods) == 0 {
@@ -288,6 +299,9 @@ func (c *Config) Validate() error {
 	if c.Parallel < 1 || c.Parallel > 64 {
 		errs = append(errs, fmt.Errorf("parallel moves must be 1 … 64, not %d", c.Parallel))
 	}
+	if c.NoMoveFor < time.Second || c.NoMoveFor > time.Hour {
+		errs = append(errs, fmt.Errorf("the nomove window must be 1s … 1h, not %s", c.NoMoveFor))
+	}
 	if c.SmallSlots != "" {
 		if _, err := smallSlots(c.SmallSlots); err != nil {
 			errs = append(errs, err)
@@ -312,7 +326,7 @@ func (c *Config) Validate() error {
 }
 
 // SidecarsNeeded says whether the run needs Sidecars: the fleet workload
-// with a method of slotmover's.
+// with a method of slotmover's, or nomove (the sidecars there, idle).
 func (c *Config) SidecarsNeeded() bool {
 	return slices.Contains(c.Workloads, WorkloadFleet) && slices.ContainsFunc(c.Methods, func(m string) bool {
 		return m != MethodRebalance && m != MethodASM && applies(WorkloadFleet, m)

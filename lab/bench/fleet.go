@@ -219,6 +219,12 @@ func runFleet(ctx context.Context, cfg *Config, asmBin, dir string, r *RunResult
 	switch method {
 	case MethodRebalance:
 		err = rebalance(mctx, cfg, c, dir)
+	case MethodNoMove:
+		select {
+		case <-mctx.Done():
+			err = mctx.Err()
+		case <-time.After(cfg.NoMoveFor):
+		}
 	case MethodASM:
 		var res asmResult
 		if res, err = fleetWithASM(mctx, f, dir); err == nil {
@@ -261,7 +267,7 @@ func runFleet(ctx context.Context, cfg *Config, asmBin, dir string, r *RunResult
 		}
 		return
 	}
-	verifyFleet(ctx, f, total, ld, sample, r)
+	verifyFleet(ctx, f, total, ld, sample, method != MethodNoMove, r)
 }
 
 // masterKeys reads DBSIZE of every master; total is their sum.
@@ -278,11 +284,12 @@ func masterKeys(ctx context.Context, c *localcluster.Cluster) (total int64, each
 	return total, each, nil
 }
 
-// verifyFleet checks a rebalanced fleet: every node agrees on the owners
-// and redis-cli's check passes, every new master serves slots, no key is
-// lost or left behind, the sample is as it was, and the writer lost
-// nothing. The balance (heaviest master's keys over the mean) is noted.
-func verifyFleet(ctx context.Context, f *fleet, total int64, ld *load, sample *localcluster.KeyStates, r *RunResult) {
+// verifyFleet checks a fleet after its run: every node agrees on the
+// owners and redis-cli's check passes, no key is lost or left behind, the
+// sample is as it was, and the writer lost nothing. Once rebalanced, every
+// new master serves slots, and the balance (heaviest master's keys over
+// the mean) is noted.
+func verifyFleet(ctx context.Context, f *fleet, total int64, ld *load, sample *localcluster.KeyStates, rebalanced bool, r *RunResult) {
 	c := f.c
 	if err := c.WaitHealthy(ctx, 30*time.Second); err != nil {
 		r.warn("the nodes do not agree: %v", err)
@@ -295,7 +302,7 @@ func verifyFleet(ctx context.Context, f *fleet, total int64, ld *load, sample *l
 	cl.Close()
 	if err != nil {
 		r.warn("read the slots: %v", err)
-	} else {
+	} else if rebalanced {
 		for i, n := range c.Nodes[f.old:] {
 			if m := top.ByID(c.IDs[f.old+i]); m == nil || m.Slots.Len() == 0 {
 				r.warn("the new master %s serves no slot", n.Addr)
@@ -314,7 +321,7 @@ func verifyFleet(ctx context.Context, f *fleet, total int64, ld *load, sample *l
 			r.TargetKeys += k // the new masters started empty
 		}
 		r.KeysMoved = r.TargetKeys
-		if now > 0 {
+		if now > 0 && rebalanced {
 			r.Notes = append(r.Notes, fmt.Sprintf("balance: heaviest master %.3f × the mean keys", float64(slices.Max(each))*float64(len(each))/float64(now)))
 		}
 	}

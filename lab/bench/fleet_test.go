@@ -15,7 +15,8 @@ import (
 )
 
 // The fleet's checks must be able to fail. On a fleet nobody rebalanced
-// they name the idle new master and nothing else; with a big key changed,
+// they name the idle new master and nothing else (nothing at all when no
+// move was asked for, as in the nomove method); with a big key changed,
 // a key deleted and an acknowledged write the servers never got, they name
 // each fault.
 func TestVerifyFleetCatchesPlantedFaults(t *testing.T) {
@@ -61,8 +62,13 @@ func TestVerifyFleetCatchesPlantedFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	unmoved := RunResult{Moved: map[string]string{}}
+	verifyFleet(ctx, f, total, ld, sample, false, &unmoved)
+	if len(unmoved.Warnings) != 0 {
+		t.Errorf("no rebalance asked for: warnings %q, want none", unmoved.Warnings)
+	}
 	clean := RunResult{Moved: map[string]string{}}
-	verifyFleet(ctx, f, total, ld, sample, &clean)
+	verifyFleet(ctx, f, total, ld, sample, true, &clean)
 	if len(clean.Warnings) != 1 || !strings.Contains(clean.Warnings[0], "serves no slot") {
 		t.Errorf("no rebalance: warnings %q, want only that the new master serves no slot", clean.Warnings)
 	}
@@ -75,7 +81,7 @@ func TestVerifyFleetCatchesPlantedFaults(t *testing.T) {
 	}
 	ld.tally.Note(7, nil) // an acknowledged write the servers never got
 	planted := RunResult{Moved: map[string]string{}}
-	verifyFleet(ctx, f, total, ld, sample, &planted)
+	verifyFleet(ctx, f, total, ld, sample, true, &planted)
 	got := strings.Join(planted.Warnings, "\n")
 	for _, want := range []string{"serves no slot", "hold 3027 keys, 3028 before", "2 of", "1 acknowledged writes lost"} {
 		if !strings.Contains(got, want) {

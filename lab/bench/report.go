@@ -176,7 +176,7 @@ func (r *Report) summarize() {
 	}
 	for _, row := range r.Rows {
 		base := r.row(row.Workload, MethodSlotmover)
-		if base != nil && base.WallMS > 0 && row.WallMS > 0 {
+		if base != nil && base.WallMS > 0 && row.WallMS > 0 && row.Method != MethodNoMove { // its wall is a set window
 			v := row.WallMS / base.WallMS
 			row.Ratio = &v
 		}
