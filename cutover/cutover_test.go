@@ -93,7 +93,7 @@ func TestSwitchRefusesSlotsTheSourceNoLongerOwns(t *testing.T) {
 // source takes a write in well under the budget's remainder.
 func TestSwitchUnpausesWhenTheFenceIsMissed(t *testing.T) {
 	// One cluster for both: a missed fence leaves it as it was.
-	cl, source, other, target := pauseTestCluster(t)
+	cl, n := pauseTestCluster(t)
 	for _, c := range []struct {
 		name          string
 		budget, fence time.Duration
@@ -108,13 +108,14 @@ func TestSwitchUnpausesWhenTheFenceIsMissed(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			blocks, err := SetSlotBlocks(ctx, source)
+			blocks, err := SetSlotBlocks(ctx, n.Source)
 			if err != nil {
 				t.Fatal(err)
 			}
 			calls := 0
-			res, err := switchOnce(ctx, Nodes{Source: source, Target: target, SourceID: cl.IDs[0], TargetID: cl.IDs[2], Others: []*redis.Client{other}},
-				Plan{Slots: slots.NewSet(slots.Range{Start: 0, End: 199}), PauseBudget: c.budget, FenceTimeout: c.fence, SetSlotBlocks: blocks},
+			p := pausePlan()
+			p.PauseBudget, p.FenceTimeout, p.SetSlotBlocks = c.budget, c.fence, blocks
+			res, err := switchOnce(ctx, n, p,
 				func(ctx context.Context, _ int64) error { calls++; return c.wait(ctx) },
 				func(int64) { t.Error("the feed was frozen: a release went through") })
 			returned := time.Now()
@@ -128,24 +129,24 @@ func TestSwitchUnpausesWhenTheFenceIsMissed(t *testing.T) {
 			if res.FenceWait <= 0 || res.Rest() < 0 {
 				t.Errorf("pause %s: fence wait %s, rest %s; want both parts of it", res.Pause, res.FenceWait, res.Rest())
 			}
-			if err := source.Set(ctx, "{"+tagOf(0)+"}:at-once", "v", 0).Err(); err != nil {
+			if err := n.Source.Set(ctx, "{"+tagOf(0)+"}:at-once", "v", 0).Err(); err != nil {
 				t.Fatalf("write to the source: %v", err)
 			}
 			if took := time.Since(returned); took > time.Second {
 				t.Fatalf("a write to the source took %s after the missed fence: still paused", took)
 			}
-			assertSourceServes(t, cl, source, other, target)
+			assertSourceServes(t, cl, n)
 		})
 	}
 }
 
 // pauseTestCluster is a source owning 0-8191, another master, and an empty
 // target importing slots 0-199 from the source.
-func pauseTestCluster(t *testing.T) (c *localcluster.Cluster, source, other, target *redis.Client) {
+func pauseTestCluster(t *testing.T) (*localcluster.Cluster, Nodes) {
 	t.Helper()
 	ctx := context.Background()
-	c = harness.ClusterT(t, []string{"0-8191", "8192-16383", ""}, localcluster.Options{})
-	source, other, target = c.Nodes[0].Client(), c.Nodes[1].Client(), c.Nodes[2].Client()
+	c := harness.ClusterT(t, []string{"0-8191", "8192-16383", ""}, localcluster.Options{})
+	source, other, target := c.Nodes[0].Client(), c.Nodes[1].Client(), c.Nodes[2].Client()
 	t.Cleanup(func() { source.Close(); other.Close(); target.Close() })
 	// A master's offset moves only once it has a replica: a replica link,
 	// as a move has.
@@ -159,7 +160,13 @@ func pauseTestCluster(t *testing.T) (c *localcluster.Cluster, source, other, tar
 			t.Fatal(err)
 		}
 	}
-	return c, source, other, target
+	return c, Nodes{Source: source, Target: target, SourceID: c.IDs[0], TargetID: c.IDs[2], Others: []*redis.Client{other}}
+}
+
+// pausePlan moves the slots pauseTestCluster marks, with a pause budget of
+// 2 s and fences of 250 ms.
+func pausePlan() Plan {
+	return Plan{Slots: slots.NewSet(slots.Range{Start: 0, End: 199}), PauseBudget: 2 * time.Second, FenceTimeout: 250 * time.Millisecond}
 }
 
 // breakPause ends the source's write pause from another client, as a
@@ -190,23 +197,7 @@ func breakPause(t *testing.T, addr string, n int) int64 {
 // first fence does not cover. The target must not claim before it has
 // reached the offset the source reports at the release, which covers them.
 func TestSwitchWaitsForWritesThroughABrokenPause(t *testing.T) {
-	ctx := context.Background()
-	c, source, other, target := pauseTestCluster(t)
-	var fences []int64
-	var afterGap, frozen int64
-	res, err := switchOnce(ctx, Nodes{Source: source, Target: target, SourceID: c.IDs[0], TargetID: c.IDs[2], Others: []*redis.Client{other}},
-		Plan{Slots: slots.NewSet(slots.Range{Start: 0, End: 199}), PauseBudget: 2 * time.Second, FenceTimeout: 250 * time.Millisecond},
-		func(_ context.Context, off int64) error {
-			fences = append(fences, off)
-			if len(fences) == 1 {
-				afterGap = breakPause(t, c.Nodes[0].Addr, 20)
-			}
-			return nil
-		},
-		func(off int64) { frozen = off })
-	if err != nil || !res.Released {
-		t.Fatalf("switch: released %v, %v", res.Released, err)
-	}
+	res, fences, afterGap, frozen, target := switchThroughBrokenPause(t, pausePlan())
 	if len(fences) != 2 || fences[0] != res.Fence || fences[1] != res.ReleaseOffset {
 		t.Fatalf("fences waited for: %v; result %+v", fences, res)
 	}
@@ -221,31 +212,58 @@ func TestSwitchWaitsForWritesThroughABrokenPause(t *testing.T) {
 // again later with nothing lost.
 func TestSwitchGivesTheSlotsBackWhenTheTargetCannotFollow(t *testing.T) {
 	ctx := context.Background()
-	c, source, other, target := pauseTestCluster(t)
-	if blocks, _ := SetSlotBlocks(ctx, source); blocks {
+	c, n := pauseTestCluster(t)
+	if blocks, _ := SetSlotBlocks(ctx, n.Source); blocks {
 		t.Skip("Valkey 8 takes imported slots over by gossip once the source stops claiming them: there the release is guarded instead (TestGuardedRelease…)")
 	}
-	calls := 0
 	var frozen []int64
-	res, err := switchOnce(ctx, Nodes{Source: source, Target: target, SourceID: c.IDs[0], TargetID: c.IDs[2], Others: []*redis.Client{other}},
-		Plan{Slots: slots.NewSet(slots.Range{Start: 0, End: 199}), PauseBudget: 2 * time.Second, FenceTimeout: 250 * time.Millisecond},
-		func(ctx context.Context, off int64) error {
-			calls++
-			if calls == 1 {
-				breakPause(t, c.Nodes[0].Addr, 5)
-				return nil
-			}
-			<-ctx.Done() // the target never gets there
-			return ctx.Err()
-		},
-		func(off int64) { frozen = append(frozen, off) })
+	res, err := switchOnce(ctx, n, pausePlan(), cannotFollow(t, c.Nodes[0].Addr), func(off int64) { frozen = append(frozen, off) })
 	if !errors.Is(err, ErrFenceMissed) || res.Released {
 		t.Fatalf("switch with a target that cannot follow: released %v, %v", res.Released, err)
 	}
 	if len(frozen) != 2 || frozen[0] != res.ReleaseOffset || frozen[1] != -1 {
 		t.Fatalf("freeze calls %v, release offset %d: the feed must be frozen at the release and thawed after the give-back", frozen, res.ReleaseOffset)
 	}
-	assertSourceServes(t, c, source, other, target)
+	assertSourceServes(t, c, n)
+}
+
+// switchThroughBrokenPause runs one switch of plan p on a pauseTestCluster
+// whose pause another client ends at the first fence, writing 20 keys
+// through the gap. It returns the result, the offsets the switch waited
+// for, the source's offset after the gap's writes, the offset the feed was
+// frozen at, and the target, once the switch has released the slots.
+func switchThroughBrokenPause(t *testing.T, p Plan) (res Result, fences []int64, afterGap, frozen int64, target *redis.Client) {
+	t.Helper()
+	c, n := pauseTestCluster(t)
+	res, err := switchOnce(context.Background(), n, p,
+		func(_ context.Context, off int64) error {
+			fences = append(fences, off)
+			if len(fences) == 1 {
+				afterGap = breakPause(t, c.Nodes[0].Addr, 20)
+			}
+			return nil
+		},
+		func(off int64) { frozen = off })
+	if err != nil || !res.Released {
+		t.Fatalf("switch: released %v, %v", res.Released, err)
+	}
+	return res, fences, afterGap, frozen, n.Target
+}
+
+// cannotFollow is the fence of a target that never gets past the first:
+// the first call breaks the source's pause at addr and writes 5 keys
+// through it, the next waits until its context ends.
+func cannotFollow(t *testing.T, addr string) Fence {
+	calls := 0
+	return func(ctx context.Context, _ int64) error {
+		calls++
+		if calls == 1 {
+			breakPause(t, addr, 5)
+			return nil
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	}
 }
 
 // assertClaimed fails unless the target owns slots 0 and 199 in its own view.
@@ -288,12 +306,11 @@ func TestLockSourceSerializes(t *testing.T) {
 // not stop the claim: the slots would be left between two nodes, clients
 // bouncing, until fix. The switch finishes on a context of its own.
 func TestSwitchClaimsAfterTheReleaseEvenWhenCancelled(t *testing.T) {
-	c, source, other, target := pauseTestCluster(t)
+	c, n := pauseTestCluster(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	calls := 0
-	res, err := switchOnce(ctx, Nodes{Source: source, Target: target, SourceID: c.IDs[0], TargetID: c.IDs[2], Others: []*redis.Client{other}},
-		Plan{Slots: slots.NewSet(slots.Range{Start: 0, End: 199}), PauseBudget: 2 * time.Second, FenceTimeout: 250 * time.Millisecond},
+	res, err := switchOnce(ctx, n, pausePlan(),
 		func(context.Context, int64) error {
 			calls++
 			if calls == 1 {
@@ -307,7 +324,7 @@ func TestSwitchClaimsAfterTheReleaseEvenWhenCancelled(t *testing.T) {
 	if err != nil || !res.Released || calls != 2 {
 		t.Fatalf("switch cancelled after the release: released %v, fence calls %d, %v", res.Released, calls, err)
 	}
-	assertClaimed(t, target)
+	assertClaimed(t, n.Target)
 }
 
 // guardedPlan is the plan of the Valkey 8 release (Plan.SetSlotBlocks),
@@ -322,7 +339,9 @@ func guardedPlan(t *testing.T) Plan {
 	if !v.AtLeast(7, 0) {
 		t.Skipf("%s has no script flags (no-writes), which the guarded release needs", v)
 	}
-	return Plan{Slots: slots.NewSet(slots.Range{Start: 0, End: 199}), PauseBudget: 2 * time.Second, FenceTimeout: 250 * time.Millisecond, SetSlotBlocks: true}
+	p := pausePlan()
+	p.SetSlotBlocks = true
+	return p
 }
 
 // Where the release is guarded (Plan.SetSlotBlocks: Valkey 8, whose target
@@ -332,23 +351,7 @@ func guardedPlan(t *testing.T) Plan {
 // through at an offset it has reached: there is nothing left to wait for
 // after it.
 func TestGuardedReleaseWaitsForWritesThroughABrokenPause(t *testing.T) {
-	ctx := context.Background()
-	p := guardedPlan(t)
-	c, source, other, target := pauseTestCluster(t)
-	var fences []int64
-	var afterGap, frozen int64
-	res, err := switchOnce(ctx, Nodes{Source: source, Target: target, SourceID: c.IDs[0], TargetID: c.IDs[2], Others: []*redis.Client{other}}, p,
-		func(_ context.Context, off int64) error {
-			fences = append(fences, off)
-			if len(fences) == 1 {
-				afterGap = breakPause(t, c.Nodes[0].Addr, 20)
-			}
-			return nil
-		},
-		func(off int64) { frozen = off })
-	if err != nil || !res.Released {
-		t.Fatalf("switch: released %v, %v", res.Released, err)
-	}
+	res, fences, afterGap, frozen, target := switchThroughBrokenPause(t, guardedPlan(t))
 	if res.Refusals != 1 || len(fences) != 2 || fences[1] < afterGap {
 		t.Fatalf("fences waited for %v, refusals %d; the source was at %d after the gap's writes", fences, res.Refusals, afterGap)
 	}
@@ -365,33 +368,23 @@ func TestGuardedReleaseWaitsForWritesThroughABrokenPause(t *testing.T) {
 func TestGuardedReleaseKeepsTheSlotsWhenTheTargetCannotFollow(t *testing.T) {
 	ctx := context.Background()
 	p := guardedPlan(t)
-	c, source, other, target := pauseTestCluster(t)
-	calls := 0
-	res, err := switchOnce(ctx, Nodes{Source: source, Target: target, SourceID: c.IDs[0], TargetID: c.IDs[2], Others: []*redis.Client{other}}, p,
-		func(ctx context.Context, off int64) error {
-			calls++
-			if calls == 1 {
-				breakPause(t, c.Nodes[0].Addr, 5)
-				return nil
-			}
-			<-ctx.Done() // the target never gets there
-			return ctx.Err()
-		},
-		func(int64) { t.Error("the feed was frozen: a release went through") })
+	c, n := pauseTestCluster(t)
+	res, err := switchOnce(ctx, n, p, cannotFollow(t, c.Nodes[0].Addr), func(int64) { t.Error("the feed was frozen: a release went through") })
 	if !errors.Is(err, ErrFenceMissed) || res.Released || res.Refusals != 1 {
 		t.Fatalf("switch with a target that cannot follow: released %v, refusals %d, %v", res.Released, res.Refusals, err)
 	}
 	time.Sleep(time.Second)
-	assertSourceServes(t, c, source, other, target)
+	assertSourceServes(t, c, n)
 }
 
 // assertSourceServes fails unless every node sees the source own slots 0,
 // 100 and 199, the target still imports all 200 slots, and the source
 // takes a write at once: unpaused.
-func assertSourceServes(t *testing.T, c *localcluster.Cluster, source, other, target *redis.Client) {
+func assertSourceServes(t *testing.T, c *localcluster.Cluster, n Nodes) {
 	t.Helper()
 	ctx := context.Background()
-	for _, node := range []*redis.Client{source, other, target} {
+	source, target := n.Source, n.Target
+	for _, node := range append([]*redis.Client{source, target}, n.Others...) {
 		top, err := cluster.Load(ctx, node)
 		if err != nil {
 			t.Fatal(err)
@@ -432,8 +425,8 @@ func TestReleaseLeavesOnlyTheClaim(t *testing.T) {
 	for _, claim := range []bool{true, false} {
 		t.Run(map[bool]string{true: "claim", false: "abandon"}[claim], func(t *testing.T) {
 			ctx := context.Background()
-			c, source, other, target := pauseTestCluster(t)
-			n := Nodes{Source: source, Target: target, SourceID: c.IDs[0], TargetID: c.IDs[2], Others: []*redis.Client{other}}
+			c, n := pauseTestCluster(t)
+			source, target := n.Source, n.Target
 			p := Plan{Slots: slots.NewSet(slots.Range{Start: 0, End: 199}), PauseBudget: 5 * time.Second, FenceTimeout: time.Second}
 			// As the mover does: on Valkey 8 a paused source holds back a
 			// SETSLOT in its release, which must go guarded instead.
