@@ -14,7 +14,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -191,15 +190,6 @@ func TestCLIKeepsSecretsOut(t *testing.T) {
 	wrongFile := write("wrong", fileSecret+"\n")
 	rightFile := write("right", right+"\nnot the password\n")
 	emptyFile := write("empty", "\n")
-	planOn := func(addr string) string {
-		p := planner.Plan{Format: planner.Format, Mode: planner.Rebalance, By: planner.ByKeys,
-			Moves: []planner.Move{{Source: addr, SourceID: strings.Repeat("a", 40), Target: addr, TargetID: strings.Repeat("b", 40), Slots: "0-10"}}}
-		data, err := json.Marshal(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return write("plan-"+strings.ReplaceAll(addr, ":", "-")+".json", string(data))
-	}
 	const anyExit, notZero = -2, -1
 	type run struct {
 		args []string
@@ -235,7 +225,7 @@ func TestCLIKeepsSecretsOut(t *testing.T) {
 			{"move", "--source", addr, "--target", "127.0.0.1:1", "--slots", "0-10", "--log-level", "debug"},
 			{"fix", "--cluster", addr, "--log-level", "debug"},
 			{"plan", "--cluster", addr, "--rebalance", "--log-level", "debug"},
-			{"apply", planOn(addr), "--dry-run", "--log-level", "debug"},
+			{"apply", planOn(t, dir, addr), "--dry-run", "--log-level", "debug"},
 			{"soak", "--cluster", addr, "--duration", "1s", "--log-level", "debug"},
 			{"status", "--admin", addr},
 			{"cancel", "--admin", addr, "task1"},
@@ -405,45 +395,15 @@ func TestCLIVersion(t *testing.T) {
 // accepts and never answers, so it is still waiting when its threads are
 // read; a bad --nice is refused before anything is reached.
 func TestCLICommandsThatMoveKeysRunNiced(t *testing.T) {
+	// Nothing accepts: the kernel completes the handshakes, and what the
+	// commands send waits in the queue unanswered.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	var held []net.Conn
-	var mu sync.Mutex
-	accepted := make(chan struct{})
-	go func() {
-		defer close(accepted)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			held = append(held, c)
-			mu.Unlock()
-		}
-	}()
-	defer func() {
-		ln.Close()
-		<-accepted
-		mu.Lock()
-		for _, c := range held {
-			c.Close()
-		}
-		mu.Unlock()
-	}()
 	silent := ln.Addr().String()
-	plan := filepath.Join(t.TempDir(), "plan.json")
-	data, err := json.Marshal(planner.Plan{Format: planner.Format, Mode: planner.Rebalance, By: planner.ByKeys,
-		Moves: []planner.Move{{Source: silent, SourceID: strings.Repeat("a", 40), Target: silent, TargetID: strings.Repeat("b", 40), Slots: "0-10"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(plan, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	plan := planOn(t, t.TempDir(), silent)
 	for _, args := range [][]string{
 		{"move", "--source", silent, "--target", silent, "--slots", "0-10"},
 		{"apply", plan},
@@ -468,4 +428,20 @@ func TestCLICommandsThatMoveKeysRunNiced(t *testing.T) {
 			t.Errorf("%s: threads at nice %v, want all %d", args[0], nices, config.DefaultNice)
 		}
 	}
+}
+
+// planOn writes into dir a plan of one move of slots 0-10 from addr to
+// addr, as apply reads it, and returns its path.
+func planOn(t *testing.T, dir, addr string) string {
+	t.Helper()
+	data, err := json.Marshal(planner.Plan{Format: planner.Format, Mode: planner.Rebalance, By: planner.ByKeys,
+		Moves: []planner.Move{{Source: addr, SourceID: strings.Repeat("a", 40), Target: addr, TargetID: strings.Repeat("b", 40), Slots: "0-10"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "plan-"+strings.ReplaceAll(addr, ":", "-")+".json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
