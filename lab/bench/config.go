@@ -326,9 +326,13 @@ func (c *Config) Validate() error {
 }
 
 // SidecarsNeeded says whether the run needs Sidecars: the fleet workload
-// with a method of slotmover's, or nomove (the sidecars there, idle).
+// with a method that runs them.
 func (c *Config) SidecarsNeeded() bool {
 	return slices.Contains(c.Workloads, WorkloadFleet) && slices.ContainsFunc(c.Methods, func(m string) bool {
-		return m != MethodRebalance && m != MethodASM && applies(WorkloadFleet, m)
+		return runsSidecars(m) && applies(WorkloadFleet, m)
 	})
 }
+
+// runsSidecars says whether the fleet runs a sidecar beside every master
+// for method: slotmover's methods, and nomove (the sidecars there, idle).
+func runsSidecars(method string) bool { return method != MethodRebalance && method != MethodASM }

@@ -182,7 +182,7 @@ func runFleet(ctx context.Context, cfg *Config, asmBin, dir string, r *RunResult
 	cfg.Logger.Info("bench: fleet filled", "ms", r.FillMS, "keys", total, "dir", dir)
 
 	var sc *fleetSidecars
-	if method != MethodRebalance && method != MethodASM {
+	if runsSidecars(method) {
 		if sc, err = startFleetSidecars(ctx, cfg, f, dir); err != nil {
 			r.Error = err.Error()
 			return
